@@ -1,0 +1,47 @@
+"""The decoder interface: decode the frames of one video file at a list of timestamps, in one call."""
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+from .decoder_cache import DecoderCache
+from .source import Source
+
+
+@dataclass
+class DecodedFrames:
+    """Frames decoded from one file.
+
+    Attributes:
+        data: uint8 `[N, C, H, W]`, RGB.
+        pts_s: float64 `[N]`, each frame's presentation time in seconds (file timeline).
+        codec: the stream's codec name as the container reports it (e.g. "av1", "mpeg4").
+    """
+
+    data: torch.Tensor
+    pts_s: torch.Tensor
+    codec: str
+
+
+class Decoder(ABC):
+    """A video decoder plugin. Implementations keep open decoders in `cache` (a DecoderCache, one LRU per
+    process) and must be picklable, because DataLoader workers receive a copy."""
+
+    name: str
+    cache: DecoderCache
+
+    @abstractmethod
+    def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        """Decode the frames shown at `timestamps` (seconds, file timeline) of `path` (relative to the
+        source root), all in one call. Frame k is the one whose index is round(t * average_fps), as
+        LeRobot's torchcodec backend picks it; the caller checks the tolerance.
+
+        Raises:
+            VideoDecodeError: the file cannot be opened or a timestamp is past the stream's end.
+        """
+
+    @abstractmethod
+    def probe(self, source: Source, path: str) -> dict:
+        """Stream facts of `path`: `{"codec", "width", "height", "num_frames", "average_fps",
+        "duration_s"}`."""

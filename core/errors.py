@@ -1,0 +1,54 @@
+"""Errors dl raises on bad input. Each message names the file, episode or option at fault and what to do."""
+
+
+class DlError(Exception):
+    """Base class of every error dl raises on purpose; the CLI prints these without a traceback."""
+
+
+class DatasetFormatError(DlError):
+    """The dataset's metadata is not LeRobot v3.0 or is inconsistent (wrong version, missing keys)."""
+
+
+class MissingFilesError(DlError):
+    """Files the selected episodes need do not exist in the source.
+
+    Attributes:
+        missing: relative paths (from the dataset root) of every missing file, sorted.
+        episodes: the episode indices that need at least one missing file, sorted.
+    """
+
+    def __init__(self, root: str, missing: list[str], episodes: list[int]):
+        self.missing, self.episodes = missing, episodes
+        shown = "\n  ".join(missing[:50]) + ("\n  ..." if len(missing) > 50 else "")
+        super().__init__(
+            f"{len(missing)} file(s) needed by episode(s) {format_indices(episodes)} are missing under "
+            f"{root}:\n  {shown}\nDownload them, or select only the episodes whose files exist "
+            f"(episodes=[...] / --episodes)."
+        )
+
+
+class TimestampToleranceError(DlError):
+    """A decoded frame's timestamp is farther than `tolerance_s` from the queried timestamp."""
+
+
+class VideoDecodeError(DlError):
+    """A video file could not be opened or decoded."""
+
+
+class PluginError(DlError):
+    """A plugin is unknown, failed to load, or clashes with another plugin's name."""
+
+
+class ResumeError(DlError):
+    """A loader state cannot be resumed with the current configuration."""
+
+
+def format_indices(indices: list[int]) -> str:
+    """Format sorted integers compactly as ranges: [0, 1, 2, 5, 7, 8] -> "0-2,5,7-8"."""
+    parts: list[str] = []
+    for i in sorted(indices):
+        if parts and parts[-1][1] == i - 1:
+            parts[-1][1] = i
+        else:
+            parts.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)

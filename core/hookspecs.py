@@ -1,0 +1,32 @@
+"""The four hooks a dl plugin implements. Each receives a `register(name, factory, description="")`
+callback built by the host (see `dl.registry`), so validation and name clashes live in one place.
+
+A plugin module implements any subset with `@dl.hookimpl` and is listed under the `dl` entry-point
+group of its distribution. The hooks fire once, when `dl.plugins_manager.load_plugins()` first runs.
+"""
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("dl")
+hookimpl = pluggy.HookimplMarker("dl")
+
+
+@hookspec
+def register_sources(register):
+    """Register dataset sources: `factory(root: str, **options) -> dl.Source`."""
+
+
+@hookspec
+def register_loaders(register):
+    """Register loaders: `factory(dataset: dl.DatasetHandle, decoder: dl.Decoder, config: dl.LoaderConfig)
+    -> torch.utils.data.Dataset | IterableDataset`."""
+
+
+@hookspec
+def register_decoders(register):
+    """Register video decoders: `factory(**options) -> dl.Decoder`."""
+
+
+@hookspec
+def register_schedulers(register):
+    """Register schedulers: `factory(**options) -> dl.Scheduler`."""

@@ -1,0 +1,207 @@
+"""The LeRobot v3.0 metadata model: `meta/info.json`, `meta/episodes/**/*.parquet`, `meta/tasks.parquet`
+and `meta/stats.json`, read once through a Source."""
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow.parquet as pq
+
+from .errors import DatasetFormatError, DlError, MissingFilesError, format_indices
+from .source import Source
+
+SUPPORTED_VERSION = "v3.0"
+DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+
+
+@dataclass(frozen=True)
+class VideoSpan:
+    """Where one camera's frames of one episode live: `path` (relative to the root) between
+    `from_timestamp` and `to_timestamp` (seconds, in the file's timeline)."""
+
+    path: str
+    from_timestamp: float
+    to_timestamp: float
+
+
+@dataclass(frozen=True)
+class EpisodeMeta:
+    """One episode: its `length` in frames, its global frame indices
+    [`dataset_from_index`, `dataset_to_index`), its data file and its video span per camera key."""
+
+    index: int
+    length: int
+    dataset_from_index: int
+    dataset_to_index: int
+    data_path: str
+    videos: dict[str, VideoSpan]
+    tasks: tuple[str, ...]
+
+    def files(self) -> list[str]:
+        """Every file this episode needs, relative to the root."""
+        return [self.data_path, *(v.path for v in self.videos.values())]
+
+
+class DatasetMeta:
+    """A LeRobot v3.0 dataset's metadata.
+
+    Attributes:
+        source: where the dataset lives.
+        info: the parsed `meta/info.json`.
+        fps: frames per second (info.json `fps`).
+        features: the info.json feature table, `{key: {"dtype", "shape", ...}}`.
+        video_keys: the keys whose dtype is "video", in info.json order (the camera keys).
+        episodes: every episode by index.
+        tasks: task strings by task_index.
+        stats: the parsed `meta/stats.json` ({} when absent).
+
+    Raises (from `load`):
+        DatasetFormatError: not a v3.0 dataset, or metadata missing/inconsistent.
+    """
+
+    def __init__(self, source: Source, info: dict, episodes: dict[int, EpisodeMeta], tasks: dict[int, str],
+                 stats: dict):
+        self.source, self.info, self.episodes, self.tasks, self.stats = source, info, episodes, tasks, stats
+        self.fps: int = info["fps"]
+        self.features: dict = info["features"]
+        self.video_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") == "video"]
+
+    @classmethod
+    def load(cls, source: Source) -> "DatasetMeta":
+        """Read and validate the metadata under `source`."""
+        info = _read_info(source)
+        tasks = _read_tasks(source)
+        episodes = _read_episodes(source, info)
+        stats = json.loads(source.fs.cat(source.path("meta/stats.json"))) if source.exists(
+            "meta/stats.json") else {}
+        return cls(source, info, episodes, tasks, stats)
+
+    @cached_property
+    def total_frames(self) -> int:
+        """Frames over all episodes."""
+        return sum(e.length for e in self.episodes.values())
+
+    def info_codec(self, key: str) -> str | None:
+        """The codec info.json claims for camera `key` (may disagree with the file: trust the stream)."""
+        feature = self.features[key]
+        return (feature.get("info") or feature.get("video_info") or {}).get("video.codec")
+
+    def select(self, episodes: list[int] | None) -> list[EpisodeMeta]:
+        """The episodes to load, ascending. `None` selects all.
+
+        Raises:
+            DlError: an index is not an episode of this dataset.
+            MissingFilesError: a data or video file of a selected episode does not exist (lists them all).
+        """
+        if episodes is None:
+            chosen = sorted(self.episodes)
+        else:
+            unknown = sorted(set(episodes) - set(self.episodes))
+            if unknown:
+                raise DlError(
+                    f"episode(s) {format_indices(unknown)} are not in {self.source.url} "
+                    f"(it has episodes {format_indices(list(self.episodes))})."
+                )
+            chosen = sorted(set(episodes))
+        selected = [self.episodes[i] for i in chosen]
+        self.check_files(selected)
+        return selected
+
+    def missing_files(self, episodes: list[EpisodeMeta]) -> dict[str, list[int]]:
+        """Files the given episodes need that do not exist: `{relative path: [episode indices]}`."""
+        needed: dict[str, list[int]] = {}
+        for ep in episodes:
+            for f in ep.files():
+                needed.setdefault(f, []).append(ep.index)
+        present = self._existing_files()
+        return {f: eps for f, eps in sorted(needed.items()) if f not in present}
+
+    def check_files(self, episodes: list[EpisodeMeta]) -> None:
+        """Raise MissingFilesError naming every missing file of `episodes`."""
+        missing = self.missing_files(episodes)
+        if missing:
+            eps = sorted({e for v in missing.values() for e in v})
+            raise MissingFilesError(self.source.url, list(missing), eps)
+
+    def _existing_files(self) -> set[str]:
+        # one listing per top folder instead of one exists() call per file (matters on remote sources)
+        return set(self.source.glob("data/**/*.parquet")) | set(self.source.glob("videos/**/*.mp4"))
+
+
+def _read_info(source: Source) -> dict:
+    if not source.exists("meta/info.json"):
+        raise DatasetFormatError(
+            f"{source.url} has no meta/info.json: point --root at a LeRobot v3.0 dataset root (the folder "
+            "holding meta/, data/ and videos/)."
+        )
+    info = json.loads(source.fs.cat(source.path("meta/info.json")))
+    version = info.get("codebase_version")
+    if version != SUPPORTED_VERSION:
+        raise DatasetFormatError(
+            f"{source.url} is a LeRobot {version or 'unknown-version'} dataset; dl reads {SUPPORTED_VERSION} "
+            "only. Convert it with LeRobot's converter (lerobot.datasets.v30.convert_dataset_v21_to_v30) "
+            "or download its v3.0 revision."
+        )
+    for key in ("fps", "features", "data_path"):
+        if key not in info:
+            raise DatasetFormatError(f"{source.url}/meta/info.json has no {key!r}.")
+    if any(f.get("dtype") == "video" for f in info["features"].values()) and "video_path" not in info:
+        raise DatasetFormatError(f"{source.url}/meta/info.json has video features but no 'video_path'.")
+    return info
+
+
+def _read_tasks(source: Source) -> dict[int, str]:
+    if not source.exists("meta/tasks.parquet"):
+        raise DatasetFormatError(f"{source.url} has no meta/tasks.parquet.")
+    with source.open("meta/tasks.parquet") as f:
+        table = pq.read_table(f)
+    # LeRobot writes the task string as the pandas index (`__index_level_0__`); accept a `task` column too
+    text_col = next((c for c in ("task", "__index_level_0__") if c in table.column_names), None)
+    if text_col is None or "task_index" not in table.column_names:
+        raise DatasetFormatError(
+            f"{source.url}/meta/tasks.parquet needs a task_index column and the task string as a 'task' "
+            f"column or pandas index; it has {table.column_names}."
+        )
+    return dict(zip(table.column("task_index").to_pylist(), table.column(text_col).to_pylist(), strict=True))
+
+
+def _read_episodes(source: Source, info: dict) -> dict[int, EpisodeMeta]:
+    files = source.glob("meta/episodes/**/*.parquet")
+    if not files:
+        raise DatasetFormatError(f"{source.url} has no meta/episodes/**/*.parquet files.")
+    video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
+    episodes: dict[int, EpisodeMeta] = {}
+    for rel in files:
+        with source.open(rel) as f:
+            pf = pq.ParquetFile(f)
+            columns = [c for c in pf.schema_arrow.names if not c.startswith("stats/")]
+            rows = pf.read(columns=columns).to_pylist()
+        for row in rows:
+            try:
+                ep = _episode_from_row(row, info, video_keys)
+            except KeyError as exc:
+                raise DatasetFormatError(f"{source.url}/{rel}: episode row lacks column {exc}.") from None
+            episodes[ep.index] = ep
+    return dict(sorted(episodes.items()))
+
+
+def _episode_from_row(row: dict, info: dict, video_keys: list[str]) -> EpisodeMeta:
+    data_path = info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
+    videos = {
+        key: VideoSpan(
+            info["video_path"].format(video_key=key, chunk_index=row[f"videos/{key}/chunk_index"],
+                                      file_index=row[f"videos/{key}/file_index"]),
+            float(row[f"videos/{key}/from_timestamp"]),
+            float(row[f"videos/{key}/to_timestamp"]),
+        )
+        for key in video_keys
+    }
+    return EpisodeMeta(
+        index=int(row["episode_index"]),
+        length=int(row["length"]),
+        dataset_from_index=int(row["dataset_from_index"]),
+        dataset_to_index=int(row["dataset_to_index"]),
+        data_path=data_path,
+        videos=videos,
+        tasks=tuple(row.get("tasks") or ()),
+    )

@@ -1,0 +1,103 @@
+"""Load plugins from the `dl` entry-point group into a Registry.
+
+Built-ins (`dl.plugins.*`) are listed in dl's own pyproject under the same group, so they load exactly
+like third-party plugins. One plugin failing to import is recorded in `Plugins.errors` and shown by
+`dl plugins`, not fatal, unless DL_STRICT_PLUGINS=1. DL_DISABLE_PLUGINS=name,... blocks plugins by
+entry-point name or module before they are imported.
+"""
+
+import os
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+
+import pluggy
+
+from . import hookspecs
+from .errors import PluginError
+from .registry import KINDS, Registry
+
+GROUP = "dl"
+
+
+@dataclass
+class LoadedPlugin:
+    """A plugin module and the distribution that ships it."""
+
+    name: str
+    module: ModuleType
+    distribution: str
+    version: str
+
+
+@dataclass
+class Plugins:
+    """The result of loading: the filled registry, the loaded plugin modules, and load errors
+    (`"distribution: entry point: error"` lines)."""
+
+    registry: Registry
+    loaded: list[LoadedPlugin] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _env_list(name: str) -> set[str]:
+    return {x.strip() for x in os.environ.get(name, "").split(",") if x.strip()}
+
+
+def make_plugin_manager() -> pluggy.PluginManager:
+    """A fresh PluginManager with dl's hook specs and no plugins (tests build their own this way)."""
+    pm = pluggy.PluginManager(GROUP)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def load_plugins(eps: list[EntryPoint] | None = None, strict: bool | None = None) -> Plugins:
+    """Import every plugin of the `dl` entry-point group and run its `register_*` hooks.
+
+    Args:
+        eps: entry points to load (default: the installed ones of group "dl").
+        strict: raise on the first plugin that fails to load (default: DL_STRICT_PLUGINS=1).
+
+    Raises:
+        PluginError: two plugins claim the same name in one kind (always), or a plugin fails to load in
+            strict mode.
+    """
+    strict = os.environ.get("DL_STRICT_PLUGINS") == "1" if strict is None else strict
+    eps = list(entry_points(group=GROUP)) if eps is None else eps
+    disabled = _env_list("DL_DISABLE_PLUGINS")
+    pm = make_plugin_manager()
+    result = Plugins(Registry())
+    for ep in sorted(eps, key=lambda e: (e.dist.name if e.dist else "", e.name)):
+        dist = ep.dist.name if ep.dist else "unknown"
+        version = ep.dist.version if ep.dist else "?"
+        if ep.name in disabled or ep.value in disabled:
+            continue
+        try:
+            module = ep.load()
+            pm.register(module, name=f"{dist}:{ep.name}")
+        except Exception as exc:  # a broken plugin must not take the host down
+            if strict:
+                raise PluginError(f"plugin {ep.name} from {dist} {version} failed to load: {exc}") from exc
+            result.errors.append(f"{dist}: {ep.name}: {type(exc).__name__}: {exc}")
+            continue
+        result.loaded.append(LoadedPlugin(ep.name, module, dist, version))
+    pm.check_pending()
+    for plugin in result.loaded:
+        others = [p.module for p in result.loaded if p is not plugin]
+        for kind in KINDS:
+            hook = f"register_{kind}s"
+            call = pm.subset_hook_caller(hook, remove_plugins=others)
+            call(register=result.registry.register_callback(kind, plugin.distribution, plugin.version,
+                                                            plugin.module.__name__))
+    return result
+
+
+_loaded: Plugins | None = None
+
+
+def get_plugins() -> Plugins:
+    """The process-wide plugin set, loaded on first use."""
+    global _loaded
+    if _loaded is None:
+        _loaded = load_plugins()
+    return _loaded

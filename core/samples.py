@@ -1,0 +1,106 @@
+"""Build LeRobot-compatible samples from an episode's tabular arrays and its videos.
+
+A sample is a dict: every non-video feature as a tensor in its info.json dtype (shape-[1] scalars come
+back 0-d, as `LeRobotDataset` returns them), `task` (str), and each camera key as `[C, H, W]` (float32 in
+[0, 1], or uint8). A key in `delta_timestamps` yields `[T, ...]` and a bool `{key}_is_pad [T]`.
+
+Building is split in two so a loader can decode late: `tabular()` needs only RAM, `decode()` reads video.
+"""
+
+import numpy as np
+import torch
+
+from .config import LoaderConfig
+from .decoder import Decoder
+from .delta import delta_indices, window
+from .errors import TimestampToleranceError
+from .metadata import DatasetMeta, EpisodeMeta
+from .tabular import EpisodeArrays
+
+VideoQueries = dict[str, list[float]]
+"""Per camera key, the episode-relative timestamps (s) to decode."""
+
+
+class SampleBuilder:
+    """Turns (episode, row) into a sample.
+
+    Args:
+        meta: the dataset metadata.
+        keys: the tabular keys to emit (see `dl.tabular.tabular_keys`).
+        decoder: decodes camera frames.
+        config: delta_timestamps, image_dtype and tolerance_s are used.
+
+    Raises:
+        DlError: (at construction) a bad delta_timestamps.
+    """
+
+    def __init__(self, meta: DatasetMeta, keys: list[str], decoder: Decoder, config: LoaderConfig):
+        self.meta, self.keys, self.decoder, self.config = meta, keys, decoder, config
+        self.deltas = delta_indices(config.delta_timestamps or {}, meta.fps, keys + meta.video_keys,
+                                    config.tolerance_s)
+
+    def tabular(self, arrays: EpisodeArrays, row: int) -> tuple[dict, VideoQueries]:
+        """The tabular part of the sample at `row` of an episode, and the timestamps its cameras need."""
+        length = len(arrays["index"])
+        sample: dict = {}
+        for key in self.keys:
+            column = arrays[key]
+            if key in self.deltas:
+                rows, pad = window(row, self.deltas[key], length)
+                sample[key] = _to_tensor(column[rows])
+                sample[f"{key}_is_pad"] = torch.from_numpy(pad)
+            else:
+                sample[key] = _to_tensor(column[row])
+        sample["task"] = self.meta.tasks[int(arrays["task_index"][row])]
+        queries = {}
+        for key in self.meta.video_keys:
+            if key in self.deltas:
+                rows, pad = window(row, self.deltas[key], length)
+                sample[f"{key}_is_pad"] = torch.from_numpy(pad)
+                queries[key] = arrays["timestamp"][rows].tolist()
+            else:
+                queries[key] = [arrays["timestamp"][row].item()]
+        return sample, queries
+
+    def decode(self, episode: EpisodeMeta, sample: dict, queries: VideoQueries) -> dict:
+        """Add the camera frames to `sample` (in place; returned), one decoder call per camera.
+
+        Raises:
+            TimestampToleranceError: a decoded frame is `tolerance_s` or farther from its query; the
+                message names the file, the episode and the timestamps.
+        """
+        for key, timestamps in queries.items():
+            span = episode.videos[key]
+            query = torch.tensor([span.from_timestamp + t for t in timestamps], dtype=torch.float64)
+            decoded = self.decoder.frames_at(self.meta.source, span.path, query.tolist())
+            gap = (query[:, None] - decoded.pts_s[None, :]).abs()
+            nearest, which = gap.min(1)
+            if not (nearest < self.config.tolerance_s).all():
+                bad = (nearest >= self.config.tolerance_s).nonzero().flatten().tolist()
+                raise TimestampToleranceError(
+                    f"{self.meta.source.url}/{span.path} (episode {episode.index}, camera {key}): decoded "
+                    f"frames at {[round(decoded.pts_s[which[i]].item(), 6) for i in bad]} s are farther than "
+                    f"tolerance_s={self.config.tolerance_s} from the queried "
+                    f"{[round(query[i].item(), 6) for i in bad]} s. The video and the parquet timestamps "
+                    "disagree; re-encode the video, drop this episode, or raise tolerance_s."
+                )
+            frames = decoded.data[which]
+            if self.config.image_dtype == "float32":
+                frames = frames / 255.0
+            sample[key] = frames if key in self.deltas else frames[0]
+        return sample
+
+    def build(self, episode: EpisodeMeta, arrays: EpisodeArrays, row: int) -> dict:
+        """The full sample at `row` of `episode`."""
+        sample, queries = self.tabular(arrays, row)
+        return self.decode(episode, sample, queries)
+
+
+def _to_tensor(value):
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return value.tolist()
+        return torch.from_numpy(np.array(value))  # copy: the source may be a read-only memory map
+    if isinstance(value, np.generic) and not isinstance(value, np.str_ | np.bytes_):
+        return torch.tensor(value)
+    return value

@@ -1,0 +1,105 @@
+"""Reading an episode's tabular rows from its data parquet file, and turning Arrow columns into numpy.
+
+Rows are located by the `episode_index` column of only the row groups whose statistics admit the
+episode, so a file holding many episodes is never read whole to get one of them."""
+
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import DatasetFormatError
+from .metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta
+
+EpisodeArrays = dict[str, np.ndarray]
+"""One episode's columns: `{key: array [length, *shape]}` in the feature's dtype."""
+
+
+def tabular_keys(meta: DatasetMeta) -> list[str]:
+    """The non-video feature keys a sample carries, in info.json order (always including DEFAULT_KEYS).
+    Features of dtype "image" (PNG bytes in parquet) are not supported and left out with a warning."""
+    keys = []
+    for key, feature in meta.features.items():
+        if feature.get("dtype") == "video":
+            continue
+        if feature.get("dtype") == "image":
+            warnings.warn(f"feature {key!r} has dtype 'image' (frames stored in parquet); dl leaves it out.",
+                          stacklevel=2)
+            continue
+        keys.append(key)
+    return keys + [k for k in DEFAULT_KEYS if k not in keys]
+
+
+def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns: list[str]) -> dict[int, pa.Table]:
+    """Read the rows of several episodes that share one data file, with one pass over that file.
+
+    Returns:
+        `{episode index: table}` with exactly `length` rows each, in frame order.
+
+    Raises:
+        DatasetFormatError: the episodes are not all in one file, a column is missing, or the file's rows
+            for an episode are not `length` contiguous rows starting at `dataset_from_index`.
+    """
+    paths = {ep.data_path for ep in episodes}
+    if len(paths) != 1:
+        raise ValueError(f"read_episode_tables needs episodes of one file, got {sorted(paths)}")
+    path = paths.pop()
+    with meta.source.open(path) as f:
+        pf = pq.ParquetFile(f)
+        missing = [c for c in columns if c not in pf.schema_arrow.names]
+        if missing:
+            raise DatasetFormatError(f"{meta.source.url}/{path} lacks column(s) {missing} listed in info.json.")
+        wanted = {ep.index for ep in episodes}
+        groups = [g for g in range(pf.num_row_groups) if _group_may_hold(pf, g, wanted)]
+        found = pf.read_row_groups(groups, columns=["episode_index"]).column(0).to_numpy()
+        table = pf.read_row_groups(groups, columns=columns)
+    out = {}
+    for ep in episodes:
+        rows = np.flatnonzero(found == ep.index)
+        if len(rows) != ep.length or (len(rows) and rows[-1] - rows[0] + 1 != len(rows)):
+            raise DatasetFormatError(
+                f"{meta.source.url}/{path}: episode {ep.index} has {len(rows)} rows (contiguous: "
+                f"{bool(len(rows)) and rows[-1] - rows[0] + 1 == len(rows)}), meta/episodes says {ep.length}."
+            )
+        part = table.slice(int(rows[0]), ep.length)
+        if "index" in columns and part.column("index")[0].as_py() != ep.dataset_from_index:
+            raise DatasetFormatError(
+                f"{meta.source.url}/{path}: episode {ep.index} starts at index "
+                f"{part.column('index')[0].as_py()}, meta/episodes says {ep.dataset_from_index}."
+            )
+        out[ep.index] = part
+    return out
+
+
+def _group_may_hold(pf: pq.ParquetFile, group: int, episodes: set[int]) -> bool:
+    column = pf.schema_arrow.get_field_index("episode_index")
+    stats = pf.metadata.row_group(group).column(column).statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    return any(stats.min <= e <= stats.max for e in episodes)
+
+
+def table_to_arrays(table: pa.Table | pa.RecordBatch) -> EpisodeArrays:
+    """Columns as numpy arrays `[rows, *shape]`, zero-copy where Arrow allows (numeric, no nulls).
+
+    List columns (`list<float32>`, nested lists) become one dense array; string columns become object
+    arrays.
+
+    Raises:
+        DatasetFormatError: a list column's rows have unequal lengths.
+    """
+    return {name: _column_to_numpy(table.column(name), name) for name in table.column_names}
+
+
+def _column_to_numpy(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    n, shape = len(arr), []
+    while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type):
+        inner = arr.flatten()
+        if n and len(inner) % (n * int(np.prod(shape or [1]))):
+            raise DatasetFormatError(f"column {name!r} has rows of unequal length.")
+        shape.append(len(inner) // max(n * int(np.prod(shape or [1])), 1))
+        arr = inner
+    values = arr.to_numpy(zero_copy_only=False)
+    return values.reshape(n, *shape)
