@@ -7,6 +7,8 @@ back 0-d, as `LeRobotDataset` returns them), `task` (str), and each camera key a
 Building is split in two so a loader can decode late: `tabular()` needs only RAM, `decode()` reads video.
 """
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -16,6 +18,10 @@ from .delta import delta_indices, window
 from .errors import TimestampToleranceError
 from .metadata import DatasetMeta, EpisodeMeta
 from .tabular import EpisodeArrays
+
+CODEC_ALIASES = {"libsvtav1": "av1", "libaom-av1": "av1", "libdav1d": "av1", "h265": "hevc", "libx265": "hevc",
+                 "libx264": "h264", "avc": "h264", "avc1": "h264", "mp4v": "mpeg4"}
+"""info.json codec names (encoder or FourCC spellings) mapped to FFmpeg's stream codec names."""
 
 VideoQueries = dict[str, list[float]]
 """Per camera key, the episode-relative timestamps (s) to decode."""
@@ -38,6 +44,7 @@ class SampleBuilder:
         self.meta, self.keys, self.decoder, self.config = meta, keys, decoder, config
         self.deltas = delta_indices(config.delta_timestamps or {}, meta.fps, keys + meta.video_keys,
                                     config.tolerance_s)
+        self._codec_checked: set[str] = set()
 
     def tabular(self, arrays: EpisodeArrays, row: int) -> tuple[dict, VideoQueries]:
         """The tabular part of the sample at `row` of an episode, and the timestamps its cameras need."""
@@ -84,11 +91,20 @@ class SampleBuilder:
                     f"{[round(query[i].item(), 6) for i in bad]} s. The video and the parquet timestamps "
                     "disagree; re-encode the video, drop this episode, or raise tolerance_s."
                 )
+            if key not in self._codec_checked:
+                self._check_codec(key, span.path, decoded.codec)
             frames = decoded.data[which]
             if self.config.image_dtype == "float32":
                 frames = frames / 255.0
             sample[key] = frames if key in self.deltas else frames[0]
         return sample
+
+    def _check_codec(self, key: str, path: str, stream_codec: str) -> None:
+        self._codec_checked.add(key)
+        claimed = self.meta.info_codec(key)
+        if claimed and CODEC_ALIASES.get(claimed, claimed) != stream_codec:
+            warnings.warn(f"{self.meta.source.url}/meta/info.json says camera {key} is {claimed!r}, but "
+                          f"{path} is {stream_codec!r}; decoding the stream as {stream_codec}.", stacklevel=3)
 
     def build(self, episode: EpisodeMeta, arrays: EpisodeArrays, row: int) -> dict:
         """The full sample at `row` of `episode`."""

@@ -1,0 +1,1 @@
+"""The `dl` command line."""

@@ -1,0 +1,122 @@
+"""`dl run`: assemble plugins into benchmark runs, schedule them, render and save the results."""
+
+import dataclasses
+import itertools
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+
+from dl.episodes import parse_episodes
+from dl.errors import DlError
+from dl.metadata import DatasetMeta
+from dl.plugins_manager import get_plugins
+from dl.results import read_results, write_csv
+from dl.scenarios import SCENARIOS, scenario_options
+from dl.spec import MODES, RunSpec
+
+from .options import parse_delta, parse_key_values, split_csv
+from .render import render_results
+
+_SCENARIO_HELP = "\n".join(f"  {name}: {s['_about']}" for name, s in SCENARIOS.items())
+_DEFAULTS = RunSpec()
+
+
+@click.command(epilog=f"\b\nScenarios (--scenario):\n{_SCENARIO_HELP}\n\n\bExamples:\n"
+               "  dl run                                   # embedded default dataset, map loader, 2 workers\n"
+               "  dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2\n"
+               "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60")
+@click.option("--scenario", type=click.Choice(sorted(SCENARIOS)), help="Preset of several options (below).")
+@click.option("--source", help=f"Source plugin [{_DEFAULTS.source}].")
+@click.option("--loader", help=f"Loader plugin [{_DEFAULTS.loader}].")
+@click.option("--decoder", help=f"Decoder plugin [{_DEFAULTS.decoder}].")
+@click.option("--scheduler", help=f"Scheduler plugin [{_DEFAULTS.scheduler}].")
+@click.option("--root", help="Dataset root for the source. Default: dl's embedded synthetic dataset "
+              "(generated once into the cache folder).")
+@click.option("--episodes", help="Episodes to load: indices and inclusive ranges, e.g. 0,3-6,8 [all].")
+@click.option("--mode", "modes", multiple=True,
+              help="single (one frame per camera), sarm (0..7 s at 1 s on every camera and the action), chunk "
+                   "(16-step action chunk at 1/fps). Comma-separate or repeat to run several [single].")
+@click.option("--delta-timestamps", "deltas", multiple=True, metavar="KEY=OFFSETS",
+              help="Extra window in seconds on any key, e.g. observation.state=-0.1,0 (repeatable).")
+@click.option("--image-dtype", type=click.Choice(["float32", "uint8"]), help="Camera frames as float32 in [0, 1] "
+              "or raw uint8 [float32].")
+@click.option("--batch-size", type=click.IntRange(1), help=f"[{_DEFAULTS.batch_size}]")
+@click.option("--num-workers", "workers", multiple=True,
+              help=f"DataLoader workers; comma-separate or repeat to run several [{_DEFAULTS.num_workers}].")
+@click.option("--prefetch-factor", type=click.IntRange(1), help=f"Batches per worker in flight "
+              f"[{_DEFAULTS.prefetch_factor}].")
+@click.option("--warmup-batches", type=click.IntRange(0), help=f"Batches before the window "
+              f"[{_DEFAULTS.warmup_batches}].")
+@click.option("--duration", type=click.FloatRange(0.1), help=f"Steady-state window, seconds [{_DEFAULTS.duration}].")
+@click.option("--single-proc-samples", type=click.IntRange(1), help="Samples timed in-process for the "
+              f"fetch/decode split [{_DEFAULTS.single_proc_samples}].")
+@click.option("--seed", type=int, help=f"Shuffle seed [{_DEFAULTS.seed}].")
+@click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="Passed to the source factory.")
+@click.option("--loader-option", multiple=True, metavar="KEY=VALUE", help="Passed to the loader (e.g. "
+              "episode_pool_size=64).")
+@click.option("--decoder-option", multiple=True, metavar="KEY=VALUE", help="Passed to the decoder factory "
+              "(e.g. cache_size=16).")
+@click.option("--out-dir", type=click.Path(file_okay=False), help=f"Where JSON + CSV go [{_DEFAULTS.out_dir}].")
+def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, **given):
+    """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
+    latency percentiles, peak RSS of the process tree, decoder cache counters.
+
+    Every combination of --mode and --num-workers is one run, each in a fresh process. Results print as
+    a table and are written to OUT_DIR as one JSON per run and results.csv.
+    """
+    fields = {**(scenario_options(scenario) if scenario else {}),
+              **{k: v for k, v in given.items() if v is not None}}
+    fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas),
+                  source_options=parse_key_values(source_option, "--source-option"),
+                  loader_options=parse_key_values(loader_option, "--loader-option"),
+                  decoder_options=parse_key_values(decoder_option, "--decoder-option"))
+    if episodes:
+        fields["episodes"] = parse_episodes(episodes)
+    mode_list = split_csv(modes) or [_DEFAULTS.mode]
+    bad = [m for m in mode_list if m not in MODES]
+    if bad:
+        raise click.BadParameter(f"{bad}: choose from {', '.join(MODES)}", param_hint="--mode")
+    try:
+        worker_list = split_csv(workers, int) or [fields.get("num_workers", _DEFAULTS.num_workers)]
+    except ValueError:
+        raise click.BadParameter(f"{workers}: give integers", param_hint="--num-workers") from None
+    base = RunSpec(**fields)
+    console = Console()
+    registry = get_plugins().registry
+    scheduler = registry.get("scheduler", base.scheduler).factory()
+    for kind in ("loader", "decoder"):
+        registry.get(kind, getattr(base, kind))  # unknown names fail here, before any run starts
+    if base.root is None:
+        base.root = str(_default_root(console))
+    _check_dataset(base, registry)
+    specs = [dataclasses.replace(base, mode=m, num_workers=w, name="") for m, w in itertools.product(mode_list,
+                                                                                                      worker_list)]
+    out_dir = Path(base.out_dir)
+    results = read_results(scheduler.run(specs, out_dir))
+    write_csv(results, out_dir / "results.csv")
+    render_results(results, console)
+    console.print(f"results: {out_dir}/results.csv and {len(specs)} JSON file(s) in {out_dir}/", highlight=False)
+    if any(r.get("status") != "ok" for r in results):
+        sys.exit(1)
+
+
+def _default_root(console: Console) -> Path:
+    from dl.sample_dataset import default_dataset_root, ensure_default_dataset
+
+    if default_dataset_root().exists():
+        return default_dataset_root()
+    console.print(f"generating dl's embedded default dataset into {default_dataset_root()} (once)")
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("encoding episodes", total=None)
+        return ensure_default_dataset(progress=lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def _check_dataset(spec: RunSpec, registry) -> None:
+    """Fail before scheduling when the dataset cannot serve the selection (missing files, bad version)."""
+    source = registry.get("source", spec.source).factory(spec.root, **spec.source_options)
+    meta = DatasetMeta.load(source)
+    if not meta.select(spec.episodes):
+        raise DlError(f"{source.url} has no episodes to load.")

@@ -1,0 +1,60 @@
+"""A benchmark run's full configuration: which plugins, which data, how to iterate, how long to measure."""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+MODES = ("single", "sarm", "chunk")
+
+
+@dataclass
+class RunSpec:
+    """Everything one `dl run` measurement needs; JSON-serializable, so a scheduler can ship it to a fresh
+    process or a cluster node.
+
+    What to load: `source`, `root` (None: the embedded default dataset), `episodes` (None: all), `mode`
+    (see `dl.modes`), `delta_timestamps` (extra `{key: [s]}` windows, applied over the mode's),
+    `image_dtype`, `tolerance_s`.
+    Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`.
+    How to iterate: `batch_size`, `num_workers`, `prefetch_factor`, `seed`.
+    How to measure: `warmup_batches` (skipped), `duration` (steady-state window, s),
+    `single_proc_samples` (samples timed in-process for the fetch/decode split), `out_dir`, `name`.
+    """
+
+    source: str = "local"
+    root: str | None = None
+    loader: str = "map"
+    decoder: str = "cpu"
+    scheduler: str = "local"
+    episodes: list[int] | None = None
+    mode: str = "single"
+    delta_timestamps: dict[str, list[float]] = field(default_factory=dict)
+    image_dtype: str = "float32"
+    tolerance_s: float = 1e-4
+    batch_size: int = 16
+    num_workers: int = 2
+    prefetch_factor: int = 2
+    warmup_batches: int = 3
+    duration: float = 20.0
+    single_proc_samples: int = 64
+    seed: int = 0
+    scenario: str | None = None
+    source_options: dict = field(default_factory=dict)
+    loader_options: dict = field(default_factory=dict)
+    decoder_options: dict = field(default_factory=dict)
+    out_dir: str = "dl-results"
+    name: str = ""
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not self.name:
+            self.name = f"{self.scenario or self.loader}-{self.decoder}-{self.mode}-w{self.num_workers}"
+
+    def to_dict(self) -> dict:
+        """Plain dict (JSON-ready)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSpec":
+        """Inverse of `to_dict`; unknown keys are an error."""
+        return cls(**data)
