@@ -16,9 +16,9 @@ def info(root, source):
     """Summarize the LeRobot v3.0 dataset at ROOT: episodes, frames, fps, features, cameras (codec in
     info.json vs in the video stream), tasks, and missing files."""
     registry = get_plugins().registry
-    src = registry.get("source", source).factory(root)
+    src = registry.create("source", source, root)
     meta = DatasetMeta.load(src)
-    decoder = registry.get("decoder", "cpu").factory(cache_size=1)
+    decoder = registry.create("decoder", "cpu", cache_size=1)
     episodes = list(meta.episodes.values())
     missing = meta.missing_files(episodes)
     broken = sorted({e for eps in missing.values() for e in eps})

@@ -86,7 +86,7 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     base = RunSpec(**fields)
     console = Console()
     registry = get_plugins().registry
-    scheduler = registry.get("scheduler", base.scheduler).factory()
+    scheduler = registry.create("scheduler", base.scheduler)
     for kind in ("loader", "decoder"):
         registry.get(kind, getattr(base, kind))  # unknown names fail here, before any run starts
     if base.root is None:
@@ -116,7 +116,7 @@ def _default_root(console: Console) -> Path:
 
 def _check_dataset(spec: RunSpec, registry) -> None:
     """Fail before scheduling when the dataset cannot serve the selection (missing files, bad version)."""
-    source = registry.get("source", spec.source).factory(spec.root, **spec.source_options)
+    source = registry.create("source", spec.source, spec.root, **spec.source_options)
     meta = DatasetMeta.load(source)
     if not meta.select(spec.episodes):
         raise DlError(f"{source.url} has no episodes to load.")

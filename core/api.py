@@ -23,7 +23,7 @@ def make_dataset(root: str, *, source: str = "local", loader: str = "map", decod
         PluginError: an unknown plugin name. DatasetFormatError, MissingFilesError: bad dataset.
     """
     registry = get_plugins().registry
-    src = registry.get("source", source).factory(root, **(source_options or {}))
-    dec = registry.get("decoder", decoder).factory(**(decoder_options or {}))
+    src = registry.create("source", source, root, **(source_options or {}))
+    dec = registry.create("decoder", decoder, **(decoder_options or {}))
     meta = DatasetMeta.load(src)
-    return registry.get("loader", loader).factory(meta, dec, LoaderConfig(**config))
+    return registry.create("loader", loader, meta, dec, LoaderConfig(**config))

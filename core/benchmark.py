@@ -52,6 +52,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         init_s = time.perf_counter() - t_start
         progress("prepare", 1, 1)
         single = _single_process(dataset, decoder, spec, progress)
+        decoder.cache.clear()  # workers must not inherit (and never use) the main process's decoders
         decoder.cache.reset_stats()
         window = _window(dataset, meta, spec, progress)
         pss = tree_pss_bytes(psutil.Process())  # while workers are still alive
@@ -85,13 +86,13 @@ def _build(spec: RunSpec):
         from .sample_dataset import ensure_default_dataset
 
         root = str(ensure_default_dataset())
-    source = registry.get("source", spec.source).factory(root, **spec.source_options)
-    decoder = TimedDecoder(registry.get("decoder", spec.decoder).factory(**spec.decoder_options))
+    source = registry.create("source", spec.source, root, **spec.source_options)
+    decoder = TimedDecoder(registry.create("decoder", spec.decoder, **spec.decoder_options))
     meta = DatasetMeta.load(source)
     delta = {**mode_delta_timestamps(spec.mode, meta), **spec.delta_timestamps}
     config = LoaderConfig(episodes=spec.episodes, delta_timestamps=delta or None, image_dtype=spec.image_dtype,
                           tolerance_s=spec.tolerance_s, seed=spec.seed, options=spec.loader_options)
-    dataset = registry.get("loader", spec.loader).factory(meta, decoder, config)
+    dataset = registry.create("loader", spec.loader, meta, decoder, config)
     return dataset, meta, decoder, {"root": source.url, "delta_timestamps": delta}
 
 

@@ -75,6 +75,22 @@ class Registry:
                 "and any that failed to load."
             ) from None
 
+    def create(self, kind: str, name: str, *args, **kwargs):
+        """Build the named implementation and check it satisfies its kind's interface (`interfaces()`).
+
+        Raises:
+            PluginError: unknown name, or the factory returned an object of the wrong type.
+        """
+        entry = self.get(kind, name)
+        obj = entry.factory(*args, **kwargs)
+        expected = interfaces()[kind]
+        if not isinstance(obj, expected):
+            raise PluginError(
+                f"{kind} plugin {name!r} from {entry.distribution} {entry.version} returned "
+                f"{type(obj).__name__}, not a {expected.__module__}.{expected.__qualname__}."
+            )
+        return obj
+
     def names(self, kind: str) -> list[str]:
         """Registered names of one kind, sorted."""
         return sorted(n for k, n in self._entries if k == kind)
@@ -82,3 +98,14 @@ class Registry:
     def entries(self) -> list[PluginEntry]:
         """Every entry, sorted by kind then name."""
         return sorted(self._entries.values(), key=lambda e: (KINDS.index(e.kind), e.name))
+
+
+def interfaces() -> dict[str, type]:
+    """The type each kind's factory must return."""
+    import torch.utils.data
+
+    from .decoder import Decoder
+    from .scheduler import Scheduler
+    from .source import Source
+
+    return {"source": Source, "loader": torch.utils.data.Dataset, "decoder": Decoder, "scheduler": Scheduler}

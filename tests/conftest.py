@@ -1,0 +1,47 @@
+"""Shared fixtures: generated LeRobot v3.0 datasets (real FFmpeg video), made once per test session, and
+an isolated dl cache folder per test."""
+
+import shutil
+
+import pytest
+
+from dl.sample_dataset import SampleDatasetConfig, write_sample_dataset
+
+SMALL = SampleDatasetConfig(episodes=6, frames_per_episode=(20, 40), cameras=2, codec="h264", gop=4,
+                            episodes_per_file=3, row_group_size=16)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DL_CACHE_DIR", str(tmp_path / "dl-cache"))
+
+
+@pytest.fixture(scope="session")
+def dataset_factory(tmp_path_factory):
+    """`dataset_factory(**config_fields)` -> path of a generated dataset (cached per config for the session).
+    Treat it as read-only; use `writable_copy` to change files."""
+    made = {}
+
+    def make(**fields):
+        config = SampleDatasetConfig(**{**SMALL.__dict__, **fields})
+        if config not in made:
+            made[config] = write_sample_dataset(tmp_path_factory.mktemp("ds") / "dataset", config)
+        return made[config]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def small_dataset(dataset_factory):
+    """6 episodes of 20-40 frames, 2 cameras (H.264, GOP 4), 3 episodes per file, 16-row row groups."""
+    return dataset_factory()
+
+
+@pytest.fixture
+def writable_copy(tmp_path):
+    """`writable_copy(path)` -> a private copy of a dataset folder that a test may edit."""
+
+    def copy(path):
+        return shutil.copytree(path, tmp_path / "copy")
+
+    return copy
