@@ -39,6 +39,10 @@ class PluginError(DlError):
     """A plugin is unknown, failed to load, or clashes with another plugin's name."""
 
 
+class PluginClashError(PluginError):
+    """Two plugins register the same name in one kind; the message names both distributions."""
+
+
 class ResumeError(DlError):
     """A loader state cannot be resumed with the current configuration."""
 

@@ -18,7 +18,7 @@ def register_sources(register):
 
 @hookspec
 def register_loaders(register):
-    """Register loaders: `factory(dataset: dl.DatasetHandle, decoder: dl.Decoder, config: dl.LoaderConfig)
+    """Register loaders: `factory(meta: dl.DatasetMeta, decoder: dl.Decoder, config: dl.LoaderConfig)
     -> torch.utils.data.Dataset | IterableDataset`."""
 
 

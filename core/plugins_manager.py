@@ -14,7 +14,7 @@ from types import ModuleType
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError
+from .errors import PluginClashError, PluginError
 from .registry import KINDS, Registry
 
 GROUP = "dl"
@@ -22,12 +22,13 @@ GROUP = "dl"
 
 @dataclass
 class LoadedPlugin:
-    """A plugin module and the distribution that ships it."""
+    """A plugin module and the distribution that ships it (`value`: the entry point's "module[:attr]")."""
 
     name: str
     module: ModuleType
     distribution: str
     version: str
+    value: str
 
 
 @dataclass
@@ -38,6 +39,12 @@ class Plugins:
     registry: Registry
     loaded: list[LoadedPlugin] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+
+
+def _fail(result: Plugins, strict: bool, dist: str, version: str, name: str, exc: Exception) -> None:
+    if strict:
+        raise PluginError(f"plugin {name} from {dist} {version} failed to load: {exc}") from exc
+    result.errors.append(f"{dist}: {name}: {type(exc).__name__}: {exc}")
 
 
 def _env_list(name: str) -> set[str]:
@@ -59,8 +66,9 @@ def load_plugins(eps: list[EntryPoint] | None = None, strict: bool | None = None
         strict: raise on the first plugin that fails to load (default: DL_STRICT_PLUGINS=1).
 
     Raises:
-        PluginError: two plugins claim the same name in one kind (always), or a plugin fails to load in
-            strict mode.
+        PluginClashError: two plugins claim the same name in one kind (always).
+        PluginError: a plugin fails to import, to validate or to register, in strict mode (otherwise the
+            failure is recorded in `Plugins.errors` and the plugin's other names stay usable).
     """
     strict = os.environ.get("DL_STRICT_PLUGINS") == "1" if strict is None else strict
     eps = list(entry_points(group=GROUP)) if eps is None else eps
@@ -72,23 +80,28 @@ def load_plugins(eps: list[EntryPoint] | None = None, strict: bool | None = None
         version = ep.dist.version if ep.dist else "?"
         if ep.name in disabled or ep.value in disabled:
             continue
+        plugin_name = f"{dist}:{ep.name}"
         try:
             module = ep.load()
-            pm.register(module, name=f"{dist}:{ep.name}")
+            pm.register(module, name=plugin_name)
+            pm.check_pending()  # an implementation matching no hook spec (a typo'd hook name)
         except Exception as exc:  # a broken plugin must not take the host down
-            if strict:
-                raise PluginError(f"plugin {ep.name} from {dist} {version} failed to load: {exc}") from exc
-            result.errors.append(f"{dist}: {ep.name}: {type(exc).__name__}: {exc}")
+            if pm.has_plugin(plugin_name):
+                pm.unregister(name=plugin_name)
+            _fail(result, strict, dist, version, ep.name, exc)
             continue
-        result.loaded.append(LoadedPlugin(ep.name, module, dist, version))
-    pm.check_pending()
+        result.loaded.append(LoadedPlugin(ep.name, module, dist, version, ep.value))
     for plugin in result.loaded:
         others = [p.module for p in result.loaded if p is not plugin]
         for kind in KINDS:
-            hook = f"register_{kind}s"
-            call = pm.subset_hook_caller(hook, remove_plugins=others)
-            call(register=result.registry.register_callback(kind, plugin.distribution, plugin.version,
-                                                            plugin.module.__name__))
+            call = pm.subset_hook_caller(f"register_{kind}s", remove_plugins=others)
+            register = result.registry.register_callback(kind, plugin.distribution, plugin.version, plugin.value)
+            try:
+                call(register=register)
+            except PluginClashError:
+                raise
+            except Exception as exc:
+                _fail(result, strict, plugin.distribution, plugin.version, plugin.name, exc)
     return result
 
 

@@ -1,9 +1,10 @@
 """The typed registry the `register_*` hooks fill: one table of named factories per plugin kind."""
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import PluginError
+from .errors import PluginClashError, PluginError
 
 KINDS = ("source", "loader", "decoder", "scheduler")
 
@@ -57,7 +58,7 @@ class Registry:
         key = (entry.kind, entry.name)
         if key in self._entries:
             old = self._entries[key]
-            raise PluginError(
+            raise PluginClashError(
                 f"{entry.kind} plugin name {entry.name!r} is registered twice: by {old.distribution} "
                 f"{old.version} ({old.module}) and by {entry.distribution} {entry.version} ({entry.module}). "
                 f"Uninstall one, or block one with DL_DISABLE_PLUGINS={entry.module}."
@@ -79,9 +80,20 @@ class Registry:
         """Build the named implementation and check it satisfies its kind's interface (`interfaces()`).
 
         Raises:
-            PluginError: unknown name, or the factory returned an object of the wrong type.
+            PluginError: unknown name, options the factory does not take, or the factory returned an
+                object of the wrong type.
         """
         entry = self.get(kind, name)
+        try:
+            signature = inspect.signature(entry.factory)
+        except ValueError:  # some builtins have none; the call itself will complain
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise PluginError(f"{kind} plugin {name!r} ({entry.distribution}) cannot take these options: "
+                                  f"{exc}. It accepts {signature}.") from None
         obj = entry.factory(*args, **kwargs)
         expected = interfaces()[kind]
         if not isinstance(obj, expected):
