@@ -8,15 +8,18 @@ from dl.errors import format_indices
 from dl.metadata import DatasetMeta
 from dl.plugins_manager import get_plugins
 
+from .options import parse_key_values
+
 
 @click.command()
 @click.argument("root")
 @click.option("--source", default="local", show_default=True, help="Source plugin that reads ROOT.")
-def info(root, source):
+@click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="Passed to the source factory.")
+def info(root, source, source_option):
     """Summarize the LeRobot v3.0 dataset at ROOT: episodes, frames, fps, features, cameras (codec in
     info.json vs in the video stream), tasks, and missing files."""
     registry = get_plugins().registry
-    src = registry.create("source", source, root)
+    src = registry.create("source", source, root, **parse_key_values(source_option, "--source-option"))
     meta = DatasetMeta.load(src)
     decoder = registry.create("decoder", "cpu", cache_size=1)
     episodes = list(meta.episodes.values())

@@ -59,8 +59,11 @@ _DEFAULTS = RunSpec()
               "episode_pool_size=64).")
 @click.option("--decoder-option", multiple=True, metavar="KEY=VALUE", help="Passed to the decoder factory "
               "(e.g. cache_size=16).")
+@click.option("--scheduler-option", multiple=True, metavar="KEY=VALUE", help="Passed to the scheduler factory "
+              "(e.g. timeout_s=600).")
 @click.option("--out-dir", type=click.Path(file_okay=False), help=f"Where JSON + CSV go [{_DEFAULTS.out_dir}].")
-def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, **given):
+def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, scheduler_option,
+        **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
@@ -86,7 +89,8 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     base = RunSpec(**fields)
     console = Console()
     registry = get_plugins().registry
-    scheduler = registry.create("scheduler", base.scheduler)
+    scheduler = registry.create("scheduler", base.scheduler,
+                                **parse_key_values(scheduler_option, "--scheduler-option"))
     for kind in ("loader", "decoder"):
         registry.get(kind, getattr(base, kind))  # unknown names fail here, before any run starts
     if base.root is None:
