@@ -4,6 +4,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from dl.decoder import codec_matches
 from dl.errors import format_indices
 from dl.metadata import DatasetMeta
 from dl.plugins_manager import get_plugins
@@ -45,7 +46,7 @@ def info(root, source, source_option):
         stream = decoder.probe(src, present[0]) if present else None
         claimed = meta.info_codec(key)
         codec = "-" if stream is None else stream["codec"]
-        if stream and claimed and claimed != codec:
+        if stream and claimed and not codec_matches(claimed, codec):
             codec = f"[yellow]{codec} (info.json disagrees: the stream is what gets decoded)[/]"
         size = "-" if stream is None else f"{stream['width']}x{stream['height']}"
         cameras.add_row(key, str(claimed), codec, size, f"{len(present)}/{len(files)}")

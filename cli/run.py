@@ -24,7 +24,7 @@ _SCENARIO_HELP = "\n".join(f"  {name}: {s['_about']}" for name, s in SCENARIOS.i
 _DEFAULTS = RunSpec()
 
 
-@click.command(epilog=f"\b\nScenarios (--scenario):\n{_SCENARIO_HELP}\n\n\bExamples:\n"
+@click.command(epilog=f"\b\nScenarios (--scenario):\n{_SCENARIO_HELP}\n\n\b\nExamples:\n"
                "  dl run                                   # embedded default dataset, map loader, 2 workers\n"
                "  dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2\n"
                "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60")
@@ -110,9 +110,8 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
 def _default_root(console: Console) -> Path:
     from dl.sample_dataset import default_dataset_root, ensure_default_dataset
 
-    if default_dataset_root().exists():
-        return default_dataset_root()
-    console.print(f"generating dl's embedded default dataset into {default_dataset_root()} (once)")
+    if not (default_dataset_root() / "meta" / "info.json").is_file():
+        console.print(f"generating dl's embedded default dataset into {default_dataset_root()} (once)")
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("encoding episodes", total=None)
         return ensure_default_dataset(progress=lambda done, total: bar.update(task, completed=done, total=total))

@@ -97,23 +97,29 @@ def _build(spec: RunSpec):
 
 
 def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) -> dict:
-    """Time up to `single_proc_samples` samples (or `duration` s) in this process, no workers."""
-    loader = _dataloader(dataset, spec, batch_size=None, num_workers=0)
-    decoder.decode_s = 0.0
-    n, t0 = 0, time.perf_counter()
+    """Time up to `single_proc_samples` samples (or `duration` s) in this process, no workers, after one
+    untimed sample."""
+    if not isinstance(dataset, torch.utils.data.IterableDataset) and len(dataset) == 0:
+        raise RunFailed("the loader holds 0 samples; check --episodes and the dataset.")
+    loader = iter(_dataloader(dataset, spec, batch_size=None, num_workers=0))
+    n = 0
     try:
+        next(loader)  # untimed: imports, the first decoder open and the first page faults are start-up costs
+        decoder.decode_s, t0 = 0.0, time.perf_counter()
         for _ in loader:
             n += 1
             progress("single-process", n, spec.single_proc_samples)
             if n >= spec.single_proc_samples or time.perf_counter() - t0 >= spec.duration:
                 break
+    except StopIteration:
+        raise RunFailed("the loader yielded 0 samples in the single-process pass; check --episodes.") from None
     except DlError:
         raise
     except Exception as exc:
         raise RunFailed(f"single-process pass failed after {n} samples: {type(exc).__name__}: {exc}") from exc
     total = time.perf_counter() - t0
     if n == 0:
-        raise RunFailed("the loader yielded 0 samples in the single-process pass; check --episodes.")
+        raise RunFailed("the loader yielded 1 sample in the single-process pass: too few to time.")
     decode = min(decoder.decode_s, total)
     return {
         "single_proc_samples_per_s": round(n / total, 2),

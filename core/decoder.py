@@ -45,3 +45,13 @@ class Decoder(ABC):
     def probe(self, source: Source, path: str) -> dict:
         """Stream facts of `path`: `{"codec", "width", "height", "num_frames", "average_fps",
         "duration_s"}`."""
+
+
+CODEC_ALIASES = {"libsvtav1": "av1", "libaom-av1": "av1", "libdav1d": "av1", "h265": "hevc", "libx265": "hevc",
+                 "libx264": "h264", "avc": "h264", "avc1": "h264", "mp4v": "mpeg4"}
+"""info.json codec names (encoder or FourCC spellings) mapped to FFmpeg's stream codec names."""
+
+
+def codec_matches(claimed: str, stream: str) -> bool:
+    """Whether an info.json `video.codec` names the same codec as FFmpeg's stream codec name."""
+    return CODEC_ALIASES.get(claimed, claimed) == stream

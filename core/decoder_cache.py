@@ -21,7 +21,8 @@ class DecoderCache:
         capacity: decoders kept open per process (>= 1); the least recently used is evicted past it.
 
     Counters (`stats()`): hits, misses, evictions summed over the main process and every DataLoader
-    worker, and `open` (decoders open now, summed).
+    worker, and `open`: each process's open decoders at its last cache access, summed (a worker that has
+    exited still counts what it had open when it last decoded).
     """
 
     def __init__(self, capacity: int):

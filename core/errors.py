@@ -50,7 +50,7 @@ class ResumeError(DlError):
 def format_indices(indices: list[int]) -> str:
     """Format sorted integers compactly as ranges: [0, 1, 2, 5, 7, 8] -> "0-2,5,7-8"."""
     parts: list[str] = []
-    for i in sorted(indices):
+    for i in sorted(set(indices)):
         if parts and parts[-1][1] == i - 1:
             parts[-1][1] = i
         else:

@@ -13,15 +13,11 @@ import numpy as np
 import torch
 
 from .config import LoaderConfig
-from .decoder import Decoder
+from .decoder import Decoder, codec_matches
 from .delta import delta_indices, window
 from .errors import TimestampToleranceError
 from .metadata import DatasetMeta, EpisodeMeta
 from .tabular import EpisodeArrays
-
-CODEC_ALIASES = {"libsvtav1": "av1", "libaom-av1": "av1", "libdav1d": "av1", "h265": "hevc", "libx265": "hevc",
-                 "libx264": "h264", "avc": "h264", "avc1": "h264", "mp4v": "mpeg4"}
-"""info.json codec names (encoder or FourCC spellings) mapped to FFmpeg's stream codec names."""
 
 VideoQueries = dict[str, list[float]]
 """Per camera key, the episode-relative timestamps (s) to decode."""
@@ -102,7 +98,7 @@ class SampleBuilder:
     def _check_codec(self, key: str, path: str, stream_codec: str) -> None:
         self._codec_checked.add(key)
         claimed = self.meta.info_codec(key)
-        if claimed and CODEC_ALIASES.get(claimed, claimed) != stream_codec:
+        if claimed and not codec_matches(claimed, stream_codec):
             warnings.warn(f"{self.meta.source.url}/meta/info.json says camera {key} is {claimed!r}, but "
                           f"{path} is {stream_codec!r}; decoding the stream as {stream_codec}.", stacklevel=3)
 

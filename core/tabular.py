@@ -73,8 +73,9 @@ def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns:
 
 
 def _group_may_hold(pf: pq.ParquetFile, group: int, episodes: set[int]) -> bool:
-    column = pf.schema_arrow.get_field_index("episode_index")
-    stats = pf.metadata.row_group(group).column(column).statistics
+    meta = pf.metadata.row_group(group)
+    leaf = next(i for i in range(meta.num_columns) if meta.column(i).path_in_schema == "episode_index")
+    stats = meta.column(leaf).statistics
     if stats is None or not stats.has_min_max:
         return True
     return any(stats.min <= e <= stats.max for e in episodes)
@@ -96,10 +97,12 @@ def _column_to_numpy(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarra
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     n, shape = len(arr), []
     while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type):
-        inner = arr.flatten()
-        if n and len(inner) % (n * int(np.prod(shape or [1]))):
-            raise DatasetFormatError(f"column {name!r} has rows of unequal length.")
-        shape.append(len(inner) // max(n * int(np.prod(shape or [1])), 1))
-        arr = inner
-    values = arr.to_numpy(zero_copy_only=False)
-    return values.reshape(n, *shape)
+        if pa.types.is_fixed_size_list(arr.type):
+            shape.append(arr.type.list_size)
+        else:
+            lengths = np.unique(arr.value_lengths().to_numpy(zero_copy_only=False))
+            if len(lengths) > 1:
+                raise DatasetFormatError(f"column {name!r} has rows of unequal length or nulls: {lengths[:5]}.")
+            shape.append(int(lengths[0]) if len(lengths) else 0)
+        arr = arr.flatten()
+    return arr.to_numpy(zero_copy_only=False).reshape(n, *shape)

@@ -30,11 +30,12 @@ class ArrowEpisodeStore:
 
     @classmethod
     def build(cls, meta: DatasetMeta, episodes: list[EpisodeMeta], keys: list[str]) -> "ArrowEpisodeStore":
-        """Write the cache file unless an identical one exists; the key covers every data file's size and
-        mtime/etag, the episode list and the keys, so an edited dataset is rebuilt."""
+        """Write the cache file unless an identical one exists; the key covers every data file's fingerprint,
+        each episode's index, length, first global index and file, and the keys, so an edited dataset (data
+        or meta/episodes) is rebuilt and re-verified."""
         files = sorted({ep.data_path for ep in episodes})
         ident = json.dumps([FORMAT_VERSION, meta.source.url, [(f, meta.source.fingerprint(f)) for f in files],
-                            [ep.index for ep in episodes], keys])
+                            [(ep.index, ep.length, ep.dataset_from_index, ep.data_path) for ep in episodes], keys])
         path = cache_dir("tabular") / f"{hashlib.sha256(ident.encode()).hexdigest()[:32]}.arrow"
         if not path.exists():
             _write(meta, episodes, keys, str(path))

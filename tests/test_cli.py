@@ -1,0 +1,448 @@
+"""End-to-end tests of the `dl` command line: `dl run` (benchmark results, failures), `dl info`,
+`dl sample-dataset`, help texts; plus the benchmark's zero-sample failure in-process."""
+
+import csv
+import json
+import os
+import pathlib
+import subprocess
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch.utils.data
+from click.testing import CliRunner
+
+import dl.benchmark
+from dl.benchmark import RunFailed, run_benchmark
+from dl.cli.main import cli
+from dl.sample_dataset import DATASET_TAG, camera_key
+from dl.spec import RunSpec
+
+DL = pathlib.Path("/work/main/.venv/bin/dl")
+OPEN50 = pathlib.Path("/work/shared/datasets/open50")
+needs_open50 = pytest.mark.skipif(not (OPEN50 / "meta/info.json").is_file(), reason="open50 not available")
+LEROBOT_FIELDS = ("samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "fetch_pct", "decode_pct",
+                  "shuffle_randomness_frac", "first_batch_latency_s", "p50_sample_latency_ms",
+                  "p95_sample_latency_ms", "p99_sample_latency_ms", "peak_rss_gb", "video_decoder_cache",
+                  "total_time_s")
+FAST = ["--duration", "1", "--warmup-batches", "1", "--single-proc-samples", "4", "--batch-size", "4"]
+RUN_NAMES = ["map-cpu-single-w0", "map-cpu-single-w1", "map-cpu-sarm-w0", "map-cpu-sarm-w1"]
+
+
+def env_with(**extra):
+    return {**os.environ, "COLUMNS": "250", **extra}
+
+
+def dl_subprocess(*args, cache_dir, timeout=300):
+    return subprocess.run([str(DL), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env=env_with(DL_CACHE_DIR=str(cache_dir)))
+
+
+def invoke(*args):
+    """`dl ARGS` in-process (runs still go to fresh processes through the local scheduler)."""
+    return CliRunner(env={"COLUMNS": "250"}).invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def result_files(out_dir):
+    return sorted(p for p in pathlib.Path(out_dir).glob("*.json") if not p.name.endswith(".spec.json"))
+
+
+def rounding_slack(value_decimals=2, factor=1):
+    """Largest difference between round(factor * x, d) and factor * round(x, d)."""
+    return 0.5 * 10**-value_decimals * (factor + 1) + 1e-9
+
+
+# ------------------------------------------------------------------------------ the main benchmark
+
+
+@pytest.fixture(scope="module")
+def four_runs(small_dataset, tmp_path_factory):
+    """`dl run` with 2 modes x 2 worker counts on the small dataset, once for this module."""
+    tmp = tmp_path_factory.mktemp("cli-run")
+    out = tmp / "out"
+    proc = dl_subprocess("run", "--root", small_dataset, *FAST, "--num-workers", "0,1", "--mode", "single,sarm",
+                         "--decoder-option", "cache_size=8", "--out-dir", out, cache_dir=tmp / "cache")
+    return proc, out, small_dataset
+
+
+@pytest.mark.slow
+def test_run_writes_four_ok_results(four_runs):
+    proc, out, _ = four_runs
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = result_files(out)
+    assert [p.stem for p in files] == sorted(RUN_NAMES)
+    assert sorted(p.name for p in out.glob("*.spec.json")) == sorted(f"{n}.spec.json" for n in RUN_NAMES)
+    for path in files:
+        result = json.loads(path.read_text())
+        assert result["status"] == "ok", result
+        assert result["name"] == path.stem
+        for field in LEROBOT_FIELDS:
+            assert field in result, (path.name, field)
+            assert result[field] is not None, (path.name, field)
+        assert result["samples_per_s"] > 0 and result["decoded_frames_per_s"] > 0
+        assert result["single_proc_samples_per_s"] > 0
+        assert result["window_samples"] > 0 and result["window_s"] > 0
+        assert result["fetch_pct"] + result["decode_pct"] == pytest.approx(100, abs=0.11)
+        assert 0 < result["shuffle_randomness_frac"] <= 1
+        assert result["p50_sample_latency_ms"] <= result["p95_sample_latency_ms"] <= result["p99_sample_latency_ms"]
+        assert result["peak_rss_gb"] > 0 and result["first_batch_latency_s"] > 0 and result["total_time_s"] > 0
+        cache = result["video_decoder_cache"]
+        assert cache["capacity"] == 8  # --decoder-option reached the decoder
+        assert cache["hits"] + cache["misses"] > 0 and 0 <= cache["hit_rate"] <= 1
+        config = result["config"]
+        assert config["num_workers"] == int(path.stem[-1]) and config["batch_size"] == 4
+        assert config["mode"] == path.stem.split("-")[2]
+        assert config["decoder_options"] == {"cache_size": 8}
+
+
+@pytest.mark.slow
+def test_run_dataset_summary_and_frames_per_sample(four_runs):
+    proc, out, root = four_runs
+    assert proc.returncode == 0, proc.stderr
+    cams = [camera_key(0), camera_key(1)]
+    for name in RUN_NAMES:
+        result = json.loads((out / f"{name}.json").read_text())
+        summary = result["dataset"]
+        assert summary["root"] == f"file://{root}"
+        assert summary["episodes"] == 6 and summary["fps"] == 30 and summary["cameras"] == cams
+        sarm = "sarm" in name
+        per_sample = 2 * (8 if sarm else 1)  # frames per camera per sample x 2 cameras
+        if sarm:
+            steps = [float(s) for s in range(8)]
+            assert summary["delta_timestamps"] == {cams[0]: steps, cams[1]: steps, "action": steps}
+        else:
+            assert summary["delta_timestamps"] == {}
+        # every sample decodes the same number of frames, so the two rates differ by exactly that factor
+        assert abs(result["decoded_frames_per_s"] - per_sample * result["samples_per_s"]) <= rounding_slack(
+            2, per_sample)
+        window_rate = result["window_samples"] * per_sample / result["window_s"]
+        assert result["decoded_frames_per_s"] == pytest.approx(window_rate, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_run_results_csv(four_runs):
+    proc, out, _ = four_runs
+    assert proc.returncode == 0, proc.stderr
+    with open(out / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["name"] for r in rows) == sorted(RUN_NAMES)
+    columns = list(rows[0])
+    assert columns[:2] == ["name", "status"]
+    for field in LEROBOT_FIELDS:
+        if field == "video_decoder_cache":
+            assert {f"{field}.{k}" for k in ("hits", "misses", "evictions", "capacity")} <= set(columns)
+        else:
+            assert field in columns, field
+    for row in rows:
+        assert row["status"] == "ok"
+        result = json.loads((out / f"{row['name']}.json").read_text())
+        assert float(row["samples_per_s"]) == result["samples_per_s"]
+        assert int(row["video_decoder_cache.misses"]) == result["video_decoder_cache"]["misses"]
+
+
+@pytest.mark.slow
+def test_run_prints_results_table(four_runs):
+    proc, out, _ = four_runs
+    assert proc.returncode == 0, proc.stderr
+    assert "dl run results" in proc.stdout and "samples/s" in proc.stdout
+    for name in RUN_NAMES:
+        assert name in proc.stdout
+    assert f"{out}/results.csv" in proc.stdout
+
+
+# -------------------------------------------------------------------------------------- failures
+
+
+def test_run_with_missing_video_fails_before_running(small_dataset, writable_copy, tmp_path):
+    root = writable_copy(small_dataset)
+    missing = f"videos/{camera_key(1)}/chunk-000/file-001.mp4"
+    (root / missing).unlink()
+    result = invoke("run", "--root", root, *FAST, "--num-workers", "0", "--out-dir", tmp_path / "out")
+    assert result.exit_code != 0
+    assert missing in result.output and "3-5" in result.output
+    assert not (tmp_path / "out").exists()  # nothing was scheduled
+
+
+@pytest.mark.slow
+def test_run_with_episodes_excluding_missing_video(small_dataset, writable_copy, tmp_path):
+    root = writable_copy(small_dataset)
+    (root / f"videos/{camera_key(1)}/chunk-000/file-001.mp4").unlink()
+    out = tmp_path / "out"
+    result = invoke("run", "--root", root, *FAST, "--num-workers", "0", "--episodes", "0-2", "--out-dir", out)
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "map-cpu-single-w0.json").read_text())
+    assert data["status"] == "ok" and data["config"]["episodes"] == [0, 1, 2]
+    assert data["dataset"]["episodes"] == 3
+
+
+def test_run_unknown_loader(small_dataset, tmp_path):
+    result = invoke("run", "--root", small_dataset, "--loader", "nope", "--out-dir", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "unknown loader 'nope'" in result.output and "registered loaders: map" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_unknown_decoder(small_dataset, tmp_path):
+    result = invoke("run", "--root", small_dataset, "--decoder", "gpu9000", "--out-dir", tmp_path / "out")
+    assert result.exit_code == 2 and "gpu9000" in result.output and "cpu" in result.output
+
+
+@pytest.mark.parametrize("episodes", ["3-1", "x", "1,,2"])
+def test_run_bad_episodes(small_dataset, tmp_path, episodes):
+    result = invoke("run", "--root", small_dataset, "--episodes", episodes, "--out-dir", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "--episodes" in result.output and repr(episodes) in result.output
+
+
+def test_run_episode_not_in_dataset(small_dataset, tmp_path):
+    result = invoke("run", "--root", small_dataset, "--episodes", "4-9", "--out-dir", tmp_path / "out")
+    assert result.exit_code == 2 and "6-9" in result.output and "0-5" in result.output
+
+
+def test_run_bogus_mode(small_dataset, tmp_path):
+    result = invoke("run", "--root", small_dataset, "--mode", "single,bogus", "--out-dir", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "bogus" in result.output and "--mode" in result.output and "sarm" in result.output
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["--num-workers", "two"], "--num-workers"),
+    (["--delta-timestamps", "action"], "--delta-timestamps"),
+    (["--decoder-option", "cache_size"], "--decoder-option"),
+    (["--scenario", "nope"], "--scenario"),
+    (["--batch-size", "0"], "--batch-size"),
+])
+def test_run_bad_options(small_dataset, tmp_path, args, hint):
+    result = invoke("run", "--root", small_dataset, *args, "--out-dir", tmp_path / "out")
+    assert result.exit_code == 2 and hint in result.output
+
+
+def test_run_not_a_dataset(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = invoke("run", "--root", tmp_path / "empty", "--out-dir", tmp_path / "out")
+    assert result.exit_code == 2 and "meta/info.json" in result.output
+    result = invoke("run", "--root", tmp_path / "nope", "--out-dir", tmp_path / "out")
+    assert result.exit_code == 2 and "no such folder" in result.output
+
+
+@pytest.mark.slow
+def test_run_failing_in_the_child_exits_non_zero(small_dataset, writable_copy, tmp_path):
+    # the files exist (so the up-front check passes) but episode 4's video is not where meta/episodes says
+    root = writable_copy(small_dataset)
+    path = root / "meta/episodes/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    column = f"videos/{camera_key(0)}/from_timestamp"
+    values = [v + (100.0 if e == 4 else 0.0) for v, e in zip(table.column(column).to_pylist(),
+                                                               table.column("episode_index").to_pylist(),
+                                                               strict=True)]
+    i = table.schema.get_field_index(column)
+    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(values, pa.float64())), path)
+    out = tmp_path / "out"
+    result = invoke("run", "--root", root, *FAST, "--num-workers", "0", "--episodes", "4", "--out-dir", out)
+    assert result.exit_code == 1
+    data = json.loads((out / "map-cpu-single-w0.json").read_text())
+    assert data["status"] == "failed" and "file-001.mp4" in data["error"]
+    assert "map-cpu-single-w0 failed" in result.output
+    with open(out / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["name"], r["status"]) for r in rows] == [("map-cpu-single-w0", "failed")]
+
+
+@pytest.mark.slow
+def test_warmup_longer_than_the_dataset_runs_more_epochs(dataset_factory, tmp_path):
+    root = dataset_factory(episodes=1, frames_per_episode=(12, 12), cameras=1, episodes_per_file=1)
+    out = tmp_path / "out"
+    result = invoke("run", "--root", root, "--duration", "0.5", "--warmup-batches", "10", "--single-proc-samples",
+                    "2", "--batch-size", "4", "--num-workers", "0", "--out-dir", out)
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "map-cpu-single-w0.json").read_text())
+    assert data["status"] == "ok" and data["window_samples"] > 0
+    assert data["epochs_completed"] >= 3  # 10 warm-up batches of 3 per epoch
+
+
+class _Empty(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(())
+
+
+def _empty_build(kind):
+    real = dl.benchmark._build
+
+    def build(spec):
+        dataset, meta, decoder, resolved = real(spec)
+        empty = _Empty() if kind == "iterable" else torch.utils.data.Subset(dataset, [])
+        return empty, meta, decoder, resolved
+
+    return build
+
+
+def test_zero_samples_fails_loudly(small_dataset, monkeypatch, tmp_path):
+    monkeypatch.setattr(dl.benchmark, "_build", _empty_build("iterable"))
+    spec = RunSpec(root=str(small_dataset), num_workers=0, duration=0.5, warmup_batches=0, single_proc_samples=2)
+    with pytest.raises(RunFailed, match="0 samples"):
+        run_benchmark(spec)
+    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
+    spec_path.write_text(json.dumps(spec.to_dict()))
+    assert dl.benchmark.main([str(spec_path), str(result_path)]) == 1
+    data = json.loads(result_path.read_text())
+    assert data["status"] == "failed" and "0 samples" in data["error"] and data["name"] == spec.name
+
+
+def test_zero_samples_map_dataset_fails_with_run_failed(small_dataset, monkeypatch):
+    monkeypatch.setattr(dl.benchmark, "_build", _empty_build("map"))
+    spec = RunSpec(root=str(small_dataset), num_workers=0, duration=0.5, warmup_batches=0, single_proc_samples=2)
+    with pytest.raises(RunFailed, match="0 samples"):
+        run_benchmark(spec)
+
+
+# ------------------------------------------------------------------------------------ default root
+
+
+@pytest.mark.slow
+def test_run_without_root_generates_the_default_dataset(tmp_path):
+    cache = tmp_path / "cache"
+    out = tmp_path / "out"
+    proc = dl_subprocess("run", "--duration", "0.5", "--warmup-batches", "1", "--single-proc-samples", "2",
+                         "--batch-size", "4", "--num-workers", "0", "--out-dir", out, cache_dir=cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    default = cache / "datasets" / f"default-{DATASET_TAG}"
+    assert (default / "meta/info.json").is_file()
+    assert "generating dl's embedded default dataset" in proc.stdout
+    data = json.loads((out / "map-cpu-single-w0.json").read_text())
+    assert data["status"] == "ok"
+    assert data["dataset"]["root"] == f"file://{default}"
+    assert data["dataset"]["episodes"] == 24 and len(data["dataset"]["cameras"]) == 2
+    info = json.loads((default / "meta/info.json").read_text())
+    assert info["features"][camera_key(0)]["info"]["video.codec"] == "av1"
+
+
+def test_run_without_root_with_empty_default_folder(tmp_path):
+    default = pathlib.Path(os.environ["DL_CACHE_DIR"]) / "datasets" / f"default-{DATASET_TAG}"
+    default.mkdir(parents=True)
+    result = invoke("run", "--duration", "0.5", "--warmup-batches", "1", "--single-proc-samples", "2",
+                    "--batch-size", "4", "--num-workers", "0", "--out-dir", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert (default / "meta/info.json").is_file()
+
+
+# ------------------------------------------------------------------------------------- dl info
+
+
+def test_info_summary(small_dataset):
+    result = invoke("info", small_dataset)
+    assert result.exit_code == 0, result.output
+    text = result.output
+    from dl.metadata import DatasetMeta
+    from dl.plugins.local_source import local_source
+
+    total = DatasetMeta.load(local_source(str(small_dataset))).total_frames
+    assert "6 episodes" in text and f"{total} frames at 30 fps" in text and "2 task(s)" in text
+    assert "v3.0" in text and "dl_synthetic" in text
+    for key in (camera_key(0), camera_key(1)):
+        assert key in text
+    assert text.count("h264") >= 4  # info.json and stream, for both cameras
+    assert "128x96" in text and "2/2" in text
+    assert "all data and video files present" in text
+    assert "disagrees" not in text and "missing" not in text
+
+
+def test_info_lists_missing_files(small_dataset, writable_copy):
+    root = writable_copy(small_dataset)
+    missing = f"videos/{camera_key(0)}/chunk-000/file-000.mp4"
+    (root / missing).unlink()
+    result = invoke("info", root)
+    assert result.exit_code == 0, result.output
+    assert "1 missing file(s)" in result.output and missing in result.output
+    assert "--episodes 3-5" in result.output and "1/2" in result.output
+
+
+def test_info_on_non_dataset(tmp_path):
+    result = invoke("info", tmp_path)
+    assert result.exit_code == 2 and "meta/info.json" in result.output
+
+
+@needs_open50
+def test_info_open50():
+    result = invoke("info", OPEN50)
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "50 episodes" in text and "20814 frames at 30 fps" in text and "1 task(s)" in text
+    assert "7 missing file(s)" in text and "1-2,7,9,25,33-34" in text
+    for e in (1, 2, 7, 9, 25, 33, 34):
+        assert f"videos/image/chunk-000/file-{e:03d}.mp4" in text
+    assert "--episodes 0,3-6,8,10-24,26-32,35-49" in text
+    assert "h264" in text and "mpeg4" in text and "info.json disagrees" in text
+    assert "640x480" in text and "43/50" in text
+
+
+def test_info_codec_alias_is_not_a_disagreement(dataset_factory):
+    root = dataset_factory(episodes=1, frames_per_episode=(6, 6), cameras=1, info_codec="libx264")
+    result = invoke("info", root)
+    assert result.exit_code == 0, result.output
+    assert "libx264" in result.output and "disagrees" not in result.output
+
+
+# ------------------------------------------------------------------------------ dl sample-dataset
+
+
+def test_sample_dataset_then_info(tmp_path):
+    target = tmp_path / "x"
+    result = invoke("sample-dataset", target, "--episodes", "2", "--frames", "10", "--cameras", "1", "--codec",
+                    "h264")
+    assert result.exit_code == 0, result.output
+    assert "wrote 2 episodes" in result.output
+    info = json.loads((target / "meta/info.json").read_text())
+    assert info["total_episodes"] == 2 and info["total_frames"] == 20
+    assert [k for k, f in info["features"].items() if f["dtype"] == "video"] == [camera_key(0)]
+    result = invoke("info", target)
+    assert result.exit_code == 0, result.output
+    assert "2 episodes, 20 frames at 30 fps" in result.output
+    assert camera_key(0) in result.output and camera_key(1) not in result.output
+    assert "h264" in result.output and "all data and video files present" in result.output
+    # the target now exists: writing again refuses
+    again = CliRunner().invoke(cli, ["sample-dataset", str(target), "--episodes", "1"])
+    assert again.exit_code != 0
+
+
+def test_sample_dataset_bad_config(tmp_path):
+    result = invoke("sample-dataset", tmp_path / "y", "--size", "100x64")
+    assert result.exit_code == 2 and "width" in result.output
+    assert not (tmp_path / "y").exists()
+
+
+# ------------------------------------------------------------------------------------------- help
+
+
+def test_help_texts():
+    top = invoke("--help")
+    assert top.exit_code == 0
+    for command in ("run", "info", "plugins", "sample-dataset"):
+        assert command in top.output
+    words = " ".join(top.output.split())
+    assert "with no --root: on an embedded synthetic dataset dl generates once" in words
+    run_help = invoke("run", "--help")
+    assert run_help.exit_code == 0
+    text = run_help.output
+    assert "Scenarios (--scenario):" in text
+    lines = [line.strip() for line in text.splitlines()]
+    for line in ("mmap_local: map loader over a local root, memory-mapped Arrow rows, CPU decode, 2 workers",
+                 "mmap_local_maxworkers: mmap_local with one DataLoader worker per CPU core"):
+        assert line in lines
+    for option in ("--mode", "--num-workers", "--episodes", "--root", "--out-dir", "sarm", "chunk"):
+        assert option in text
+
+
+def test_run_help_examples_are_not_rewrapped():
+    text = invoke("run", "--help").output
+    assert "\b" not in text  # click's no-rewrap marker must not leak into the output
+    lines = [line.strip() for line in text.splitlines()]
+    assert "Examples:" in lines
+    assert "dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2" in lines
+
+
+def test_dl_executable_help_and_version():
+    proc = subprocess.run([str(DL), "--help"], capture_output=True, text=True, timeout=120, env=env_with())
+    assert proc.returncode == 0 and "dl run" in proc.stdout
+    proc = subprocess.run([str(DL), "--version"], capture_output=True, text=True, timeout=120, env=env_with())
+    assert proc.returncode == 0 and "dl" in proc.stdout and "0.1.0" in proc.stdout

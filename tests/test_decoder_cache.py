@@ -1,0 +1,282 @@
+"""Tests for dl.decoder_cache.DecoderCache: LRU semantics and counters, counters summed across DataLoader
+workers, open decoders never pickled nor reused across fork; and the cpu decoder's use of it."""
+
+import json
+import os
+import pickle
+import select
+import signal
+import time
+from collections import OrderedDict
+
+import pytest
+import torch
+import torch.utils.data
+
+import dl
+from dl.decoder_cache import DecoderCache
+from dl.sample_dataset import read_frame_code
+
+
+class Opener:
+    """Records the keys it opened; each open returns a fresh, distinguishable object."""
+
+    def __init__(self, prefix="decoder"):
+        self.opened, self.prefix = [], prefix
+
+    def __call__(self, key):
+        def open_():
+            self.opened.append(key)
+            return f"{self.prefix}-{key}-{len(self.opened)}"
+        return open_
+
+
+def simulate_lru(keys, capacity):
+    """(hits, misses, evictions, open) of an LRU of `capacity` over `keys`."""
+    lru, hits, misses, evictions = OrderedDict(), 0, 0, 0
+    for key in keys:
+        if key in lru:
+            lru.move_to_end(key)
+            hits += 1
+        else:
+            misses += 1
+            lru[key] = True
+            if len(lru) > capacity:
+                lru.popitem(last=False)
+                evictions += 1
+    return hits, misses, evictions, len(lru)
+
+
+# ----------------------------------------------------------------------------------------- LRU
+
+
+def test_lru_scripted_sequence():
+    cache = DecoderCache(2)
+    opener = Opener()
+    script = ["a", "b", "a", "c", "b", "a", "a", "d", "c"]
+    got = [cache.get(k, opener(k)) for k in script]
+    # a, b miss; a hits; c evicts b; b evicts a; a evicts c; a hits; d evicts b; c evicts a
+    assert opener.opened == ["a", "b", "c", "b", "a", "d", "c"]
+    assert got == ["decoder-a-1", "decoder-b-2", "decoder-a-1", "decoder-c-3", "decoder-b-4", "decoder-a-5",
+                   "decoder-a-5", "decoder-d-6", "decoder-c-7"]
+    assert cache.stats() == {"hits": 2, "misses": 7, "evictions": 5, "open": 2, "capacity": 2}
+    assert list(cache._decoders) == ["d", "c"]
+    assert simulate_lru(script, 2) == (2, 7, 5, 2)
+
+
+def test_hit_refreshes_recency():
+    cache = DecoderCache(2)
+    opener = Opener()
+    for k in ["a", "b", "a", "c"]:  # the hit on a makes b the least recently used
+        cache.get(k, opener(k))
+    assert list(cache._decoders) == ["a", "c"]
+    cache.get("a", opener("a"))
+    assert opener.opened == ["a", "b", "c"]
+    assert cache.stats() == {"hits": 2, "misses": 3, "evictions": 1, "open": 2, "capacity": 2}
+
+
+def test_capacity_one_and_counters_before_full():
+    cache = DecoderCache(1)
+    opener = Opener()
+    cache.get("x", opener("x"))
+    assert cache.stats() == {"hits": 0, "misses": 1, "evictions": 0, "open": 1, "capacity": 1}
+    cache.get("x", opener("x"))
+    cache.get("y", opener("y"))
+    cache.get("x", opener("x"))
+    assert opener.opened == ["x", "y", "x"]
+    assert cache.stats() == {"hits": 1, "misses": 3, "evictions": 2, "open": 1, "capacity": 1}
+
+
+@pytest.mark.parametrize("capacity", [0, -3])
+def test_capacity_must_be_positive(capacity):
+    with pytest.raises(ValueError, match="capacity"):
+        DecoderCache(capacity)
+
+
+def test_failed_open_is_not_cached():
+    cache = DecoderCache(2)
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise RuntimeError("cannot open")
+
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            cache.get("bad", broken)
+    assert len(calls) == 2 and "bad" not in cache._decoders
+    assert cache.get("bad", lambda: "ok") == "ok"
+    assert cache.get("bad", broken) == "ok"
+
+
+def test_reset_stats_and_clear():
+    cache = DecoderCache(2)
+    opener = Opener()
+    for k in ["a", "b", "c", "c"]:
+        cache.get(k, opener(k))
+    assert cache.stats() == {"hits": 1, "misses": 3, "evictions": 1, "open": 2, "capacity": 2}
+    cache.reset_stats()
+    assert cache.stats() == {"hits": 0, "misses": 0, "evictions": 0, "open": 2, "capacity": 2}
+    cache.get("c", opener("c"))  # decoders survive a reset
+    assert opener.opened == ["a", "b", "c"]
+    assert cache.stats()["hits"] == 1
+    cache.clear()
+    assert cache.stats() == {"hits": 1, "misses": 0, "evictions": 0, "open": 0, "capacity": 2}
+    cache.get("c", opener("c"))
+    assert opener.opened == ["a", "b", "c", "c"]
+    assert cache.stats() == {"hits": 1, "misses": 1, "evictions": 0, "open": 1, "capacity": 2}
+
+
+# ------------------------------------------------------------------------------ pickling and fork
+
+
+def test_pickling_drops_open_decoders():
+    cache = DecoderCache(3)
+    opener = Opener()
+    for k in ["a", "b", "a"]:
+        cache.get(k, opener(k))
+    copy = pickle.loads(pickle.dumps(cache))
+    assert copy.capacity == 3
+    assert len(copy._decoders) == 0
+    assert len(cache._decoders) == 2  # the original keeps its decoders
+    assert copy.stats()["hits"] == 1 and copy.stats()["misses"] == 2
+    assert copy.get("a", opener("a")) == "decoder-a-3"  # reopened, not the parent's
+    assert cache.get("a", opener("a")) == "decoder-a-1"
+
+
+def test_dataset_with_open_decoders_pickles(small_dataset):
+    ds = dl.make_dataset(str(small_dataset))
+    assert read_frame_code(ds[0]["observation.images.cam0"]) == (0, 0)
+    assert len(ds.decoder.cache._decoders) == 2  # torchcodec decoders are open
+    copy = pickle.loads(pickle.dumps(ds))
+    assert len(copy.decoder.cache._decoders) == 0
+    sample = copy[len(copy) - 1]
+    assert read_frame_code(sample["observation.images.cam1"]) == (len(copy) - 1, 1)
+
+
+def run_in_fork(child, timeout_s=60.0):
+    """Run `child()` (returning a JSON-able value) in a forked process; return its value. The child runs
+    torch single-threaded, as DataLoader workers do (OpenMP's pool does not survive fork); a child that
+    hangs anyway is killed after `timeout_s` and the test fails."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            os.close(r)
+            torch.set_num_threads(1)
+            os.write(w, json.dumps(child()).encode())
+            code = 0
+        except BaseException as exc:  # report, never return into pytest
+            os.write(w, json.dumps({"error": repr(exc)}).encode())
+        finally:
+            os._exit(code)
+    os.close(w)
+    chunks, deadline = [], time.monotonic() + timeout_s
+    with os.fdopen(r, "rb") as f:
+        while True:
+            ready, _, _ = select.select([f], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail(f"forked child hung for {timeout_s} s")
+            chunk = os.read(f.fileno(), 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks).decode()
+    assert os.waitstatus_to_exitcode(status) == 0, data
+    return json.loads(data)
+
+
+def test_forked_child_does_not_reuse_parent_decoders():
+    cache = DecoderCache(2)
+    parent = Opener()
+    assert cache.get("a", parent("a")) == "decoder-a-1"
+
+    def child():
+        opener = Opener("child")
+        first = cache.get("a", opener("a"))
+        second = cache.get("a", opener("a"))
+        return {"opened": opener.opened, "first": first, "second": second, "parent_calls": parent.opened}
+
+    out = run_in_fork(child)
+    assert out["opened"] == ["a"]  # the child opened its own decoder once, then hit it
+    assert out["first"] == out["second"] == "child-a-1"  # the child's own decoder, not the parent's
+    assert out["parent_calls"] == ["a"]  # the parent's opener was not called in the child
+    # the parent still has its own decoder
+    assert cache.get("a", parent("a")) == "decoder-a-1" and parent.opened == ["a"]
+    # counters live in shared memory: the child's miss and hit are visible here
+    assert cache.stats() == {"hits": 2, "misses": 2, "evictions": 0, "open": 1, "capacity": 2}
+
+
+def test_forked_child_reopens_real_video_decoders(small_dataset):
+    ds = dl.make_dataset(str(small_dataset), decoder_options={"cache_size": 2})
+    cache = ds.decoder.cache
+    ds[0]
+    parent_decoders = dict(cache._decoders)
+    assert len(parent_decoders) == 2 and cache.stats()["misses"] == 2
+
+    def child():
+        sample = ds[1]
+        reused = [k for k, v in cache._decoders.items() if parent_decoders.get(k) is v]
+        return {"reused": len(reused), "open": len(cache._decoders),
+                "code": list(read_frame_code(sample["observation.images.cam1"]))}
+
+    out = run_in_fork(child)
+    assert out == {"reused": 0, "open": 2, "code": [1, 1]}
+    assert cache.stats()["misses"] == 4 and cache.stats()["hits"] == 0  # the child opened both again
+    ds[2]
+    assert cache._decoders == parent_decoders
+    assert cache.stats()["hits"] == 2 and cache.stats()["misses"] == 4
+
+
+# ---------------------------------------------------------------------------- DataLoader workers
+
+
+def test_counters_summed_across_dataloader_workers(dataset_factory):
+    root = dataset_factory(episodes=4, frames_per_episode=(10, 16), episodes_per_file=1)
+    ds = dl.make_dataset(str(root), decoder_options={"cache_size": 2}, image_dtype="uint8")
+    cameras = ds.meta.video_keys
+    files = {ep.videos[k].path for ep in ds.episodes for k in cameras}
+    assert len(files) == 8
+    batch_size, workers = 6, 2
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=workers)
+    seen = []
+    for batch in loader:
+        seen += batch["index"].tolist()
+        for j, index in enumerate(batch["index"].tolist()):
+            assert read_frame_code(batch[cameras[1]][j]) == (index, 1)
+    assert seen == list(range(len(ds)))
+    stats = ds.decoder.cache.stats()
+    assert stats["hits"] + stats["misses"] == len(ds) * len(cameras)
+    assert stats["misses"] >= len(files)
+    # exact: batch b goes to worker b % 2, each worker keeps its own LRU of 2 and its own counter slot
+    expected = [0, 0, 0]
+    for w in range(workers):
+        keys = [ds.locate(i)[0] * 10 + c  # (episode position, camera) identifies the file here
+                for b in range(w, -(-len(ds) // batch_size), workers)
+                for i in range(b * batch_size, min((b + 1) * batch_size, len(ds)))
+                for c in range(len(cameras))]
+        hits, misses, evictions, _ = simulate_lru(keys, 2)
+        assert ds.decoder.cache.counters[1 + w, :3].tolist() == [hits, misses, evictions], w
+        expected = [a + b for a, b in zip(expected, (hits, misses, evictions), strict=True)]
+    assert [stats["hits"], stats["misses"], stats["evictions"]] == expected
+    assert ds.decoder.cache.counters[0, :3].tolist() == [0, 0, 0]  # the main process decoded nothing
+    ds.decoder.cache.reset_stats()
+    assert [ds.decoder.cache.stats()[k] for k in ("hits", "misses", "evictions")] == [0, 0, 0]
+
+
+def test_default_cache_holds_every_file_of_a_worker(dataset_factory):
+    root = dataset_factory(episodes=4, frames_per_episode=(10, 16), episodes_per_file=1)
+    ds = dl.make_dataset(str(root))
+    assert ds.decoder.cache.capacity == 64
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, shuffle=True, num_workers=2,
+                                         generator=torch.Generator().manual_seed(0))
+    n = sum(len(b["index"]) for b in loader)
+    stats = ds.decoder.cache.stats()
+    assert n == len(ds)
+    assert stats["evictions"] == 0
+    assert 8 <= stats["misses"] <= 16  # each of 8 files opened at most once per worker
+    assert stats["hits"] + stats["misses"] == 2 * len(ds)
