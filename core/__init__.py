@@ -15,6 +15,7 @@ from .decoder import DecodedFrames, Decoder
 from .errors import DlError
 from .hookspecs import hookimpl
 from .metadata import DatasetMeta, EpisodeMeta
+from .resume import ResumableDataLoader
 from .source import Source
 
 try:
@@ -22,5 +23,5 @@ try:
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0"
 
-__all__ = ["DatasetMeta", "DecodedFrames", "Decoder", "DlError", "EpisodeMeta", "LoaderConfig", "Source",
-           "hookimpl", "make_dataset", "__version__"]
+__all__ = ["DatasetMeta", "DecodedFrames", "Decoder", "DlError", "EpisodeMeta", "LoaderConfig",
+           "ResumableDataLoader", "Source", "hookimpl", "make_dataset", "__version__"]

@@ -7,11 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-import torch
-import torch.utils.data
-
-MAX_SLOTS = 257  # slot 0: the main process; slot 1 + worker id: DataLoader workers
-COUNTERS = ("hits", "misses", "evictions", "open")
+from .shared_counters import SharedCounters
 
 
 class DecoderCache:
@@ -29,7 +25,7 @@ class DecoderCache:
         if capacity < 1:
             raise ValueError(f"decoder cache capacity must be >= 1, got {capacity}")
         self.capacity = capacity
-        self.counters = torch.zeros((MAX_SLOTS, len(COUNTERS)), dtype=torch.int64).share_memory_()
+        self.counters = SharedCounters(("hits", "misses", "evictions", "open"))
         self._pid = os.getpid()
         self._decoders: OrderedDict[Any, Any] = OrderedDict()
 
@@ -42,36 +38,40 @@ class DecoderCache:
         """The decoder for `key`; on a miss, `opener()` opens it."""
         if os.getpid() != self._pid:  # forked: the parent's decoders are not ours to use
             self._pid, self._decoders = os.getpid(), OrderedDict()
-        row = self.counters[_slot()]
         decoder = self._decoders.get(key)
         if decoder is not None:
             self._decoders.move_to_end(key)
-            row[0] += 1
+            self.counters.add("hits")
             return decoder
-        row[1] += 1
+        self.counters.add("misses")
         decoder = opener()
         self._decoders[key] = decoder
-        if len(self._decoders) > self.capacity:
-            self._decoders.popitem(last=False)
-            row[2] += 1
-        row[3] = len(self._decoders)
+        self._evict()
         return decoder
+
+    def resize(self, capacity: int) -> None:
+        """Change the capacity (>= 1), evicting least recently used decoders past it."""
+        if capacity < 1:
+            raise ValueError(f"decoder cache capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._evict()
+
+    def _evict(self) -> None:
+        while len(self._decoders) > self.capacity:
+            self._decoders.popitem(last=False)
+            self.counters.add("evictions")
+        self.counters.set("open", len(self._decoders))
 
     def clear(self) -> None:
         """Drop every open decoder of this process."""
         self._decoders.clear()
-        self.counters[_slot(), 3] = 0
+        self.counters.set("open", 0)
 
     def stats(self) -> dict[str, int]:
         """Counters summed over all processes: `{"hits", "misses", "evictions", "open", "capacity"}`."""
-        total = self.counters.sum(0).tolist()
-        return {**dict(zip(COUNTERS, total, strict=True)), "capacity": self.capacity}
+        return {**self.counters.total(), "capacity": self.capacity}
 
     def reset_stats(self) -> None:
         """Zero the counters (e.g. after warm-up)."""
-        self.counters[:, :3] = 0
+        self.counters.reset(("hits", "misses", "evictions"))
 
-
-def _slot() -> int:
-    info = torch.utils.data.get_worker_info()
-    return 0 if info is None else 1 + info.id % (MAX_SLOTS - 1)

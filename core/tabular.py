@@ -34,6 +34,10 @@ def tabular_keys(meta: DatasetMeta) -> list[str]:
 def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns: list[str]) -> dict[int, pa.Table]:
     """Read the rows of several episodes that share one data file, with one pass over that file.
 
+    Only row groups whose `episode_index` statistics admit an episode are touched; their `episode_index`
+    column locates the rows, then the columns are streamed in batches and the stream stops after the last
+    wanted row, so an episode in a large row group holding many episodes costs a partial read of it.
+
     Returns:
         `{episode index: table}` with exactly `length` rows each, in frame order.
 
@@ -50,19 +54,13 @@ def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns:
         missing = [c for c in columns if c not in pf.schema_arrow.names]
         if missing:
             raise DatasetFormatError(f"{meta.source.url}/{path} lacks column(s) {missing} listed in info.json.")
-        wanted = {ep.index for ep in episodes}
-        groups = [g for g in range(pf.num_row_groups) if _group_may_hold(pf, g, wanted)]
+        groups = [g for g in range(pf.num_row_groups) if _group_may_hold(pf, g, {ep.index for ep in episodes})]
         found = pf.read_row_groups(groups, columns=["episode_index"]).column(0).to_numpy()
-        table = pf.read_row_groups(groups, columns=columns)
+        spans = {ep.index: _row_span(found, ep, f"{meta.source.url}/{path}") for ep in episodes}
+        table = _read_rows(pf, groups, columns, max(end for _, end in spans.values()))
     out = {}
     for ep in episodes:
-        rows = np.flatnonzero(found == ep.index)
-        if len(rows) != ep.length or (len(rows) and rows[-1] - rows[0] + 1 != len(rows)):
-            raise DatasetFormatError(
-                f"{meta.source.url}/{path}: episode {ep.index} has {len(rows)} rows (contiguous: "
-                f"{bool(len(rows)) and rows[-1] - rows[0] + 1 == len(rows)}), meta/episodes says {ep.length}."
-            )
-        part = table.slice(int(rows[0]), ep.length)
+        part = table.slice(spans[ep.index][0], ep.length)
         if "index" in columns and part.column("index")[0].as_py() != ep.dataset_from_index:
             raise DatasetFormatError(
                 f"{meta.source.url}/{path}: episode {ep.index} starts at index "
@@ -72,6 +70,27 @@ def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns:
     return out
 
 
+def _row_span(found: np.ndarray, ep: EpisodeMeta, where: str) -> tuple[int, int]:
+    rows = np.flatnonzero(found == ep.index)
+    contiguous = bool(len(rows)) and rows[-1] - rows[0] + 1 == len(rows)
+    if len(rows) != ep.length or not contiguous:
+        raise DatasetFormatError(f"{where}: episode {ep.index} has {len(rows)} rows (contiguous: {contiguous}), "
+                                 f"meta/episodes says {ep.length}.")
+    return int(rows[0]), int(rows[-1]) + 1
+
+
+def _read_rows(pf: pq.ParquetFile, groups: list[int], columns: list[str], end: int,
+               batch_rows: int = 4096) -> pa.Table:
+    """The first `end` rows of the given row groups (concatenated), streamed and stopped early."""
+    batches, rows = [], 0
+    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=columns, use_threads=False):
+        batches.append(batch)
+        rows += batch.num_rows
+        if rows >= end:
+            break
+    return pa.Table.from_batches(batches, schema=pf.schema_arrow.select(columns) if not batches else None)
+
+
 def _group_may_hold(pf: pq.ParquetFile, group: int, episodes: set[int]) -> bool:
     meta = pf.metadata.row_group(group)
     leaf = next(i for i in range(meta.num_columns) if meta.column(i).path_in_schema == "episode_index")
@@ -79,6 +98,20 @@ def _group_may_hold(pf: pq.ParquetFile, group: int, episodes: set[int]) -> bool:
     if stats is None or not stats.has_min_max:
         return True
     return any(stats.min <= e <= stats.max for e in episodes)
+
+
+def episode_arrays(table: pa.Table, features: dict) -> EpisodeArrays:
+    """`table_to_arrays` with numeric columns cast to their info.json dtype (what LeRobot returns)."""
+    arrays = table_to_arrays(table)
+    for key, values in arrays.items():
+        dtype = features.get(key, {}).get("dtype")
+        if values.dtype != object and dtype in NUMERIC_DTYPES:
+            arrays[key] = values.astype(dtype, copy=False)
+    return arrays
+
+
+NUMERIC_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                  "uint64", "bool"}
 
 
 def table_to_arrays(table: pa.Table | pa.RecordBatch) -> EpisodeArrays:

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from dl.metadata import DatasetMeta, EpisodeMeta
 from dl.paths import cache_dir
-from dl.tabular import EpisodeArrays, read_episode_tables, table_to_arrays
+from dl.tabular import EpisodeArrays, episode_arrays, read_episode_tables, table_to_arrays
 
 FORMAT_VERSION = 1
 
@@ -61,7 +61,7 @@ def _write(meta: DatasetMeta, episodes: list[EpisodeMeta], keys: list[str], path
     try:
         for _, group in groupby(sorted(episodes, key=lambda e: e.data_path), key=lambda e: e.data_path):
             for ep_index, table in read_episode_tables(meta, list(group), keys).items():
-                batches[order[ep_index]] = _dense_batch(table_to_arrays(table), meta.features)
+                batches[order[ep_index]] = _dense_batch(episode_arrays(table, meta.features))
             while next_i in batches:  # write in selection order, holding only out-of-order batches
                 batch = batches.pop(next_i)
                 writer = writer or pa.ipc.new_file(tmp, batch.schema)
@@ -74,14 +74,8 @@ def _write(meta: DatasetMeta, episodes: list[EpisodeMeta], keys: list[str], path
             os.remove(tmp)
 
 
-def _dense_batch(arrays: EpisodeArrays, features: dict) -> pa.RecordBatch:
-    columns = {}
-    for key, values in arrays.items():
-        dtype = features.get(key, {}).get("dtype")
-        if values.dtype != object and dtype in _NUMERIC:
-            values = values.astype(dtype, copy=False)
-        columns[key] = _dense_array(values)
-    return pa.record_batch(columns)
+def _dense_batch(arrays: EpisodeArrays) -> pa.RecordBatch:
+    return pa.record_batch({key: _dense_array(values) for key, values in arrays.items()})
 
 
 def _dense_array(values: np.ndarray) -> pa.Array:
@@ -92,6 +86,3 @@ def _dense_array(values: np.ndarray) -> pa.Array:
         arr = pa.FixedSizeListArray.from_arrays(arr, size)
     return arr
 
-
-_NUMERIC = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-            "uint64", "bool"}

@@ -260,10 +260,10 @@ def test_counters_summed_across_dataloader_workers(dataset_factory):
                 for i in range(b * batch_size, min((b + 1) * batch_size, len(ds)))
                 for c in range(len(cameras))]
         hits, misses, evictions, _ = simulate_lru(keys, 2)
-        assert ds.decoder.cache.counters[1 + w, :3].tolist() == [hits, misses, evictions], w
+        assert ds.decoder.cache.counters.values[1 + w, :3].tolist() == [hits, misses, evictions], w
         expected = [a + b for a, b in zip(expected, (hits, misses, evictions), strict=True)]
     assert [stats["hits"], stats["misses"], stats["evictions"]] == expected
-    assert ds.decoder.cache.counters[0, :3].tolist() == [0, 0, 0]  # the main process decoded nothing
+    assert ds.decoder.cache.counters.values[0, :3].tolist() == [0, 0, 0]  # the main process decoded nothing
     ds.decoder.cache.reset_stats()
     assert [ds.decoder.cache.stats()[k] for k in ("hits", "misses", "evictions")] == [0, 0, 0]
 

@@ -1,0 +1,101 @@
+"""Exact mid-epoch resume from counters alone.
+
+The trainer saves `{"epoch", "batches_consumed", "batch_size", "config_hash"}`. With an IterableDataset,
+DataLoader worker `w` builds whole batches from its own stream and the DataLoader hands them out
+round-robin over the workers that still have data, so from the batches consumed and each worker's sample
+count for the epoch (a pure function of the partition), every worker can re-derive how many samples it had
+produced, and replay its order to that point without reading or decoding anything."""
+
+import hashlib
+import json
+
+import torch.utils.data
+
+from .errors import ResumeError
+
+
+def config_hash(config: dict) -> str:
+    """A short stable hash of a JSON-able configuration (what must not change across a resume)."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def resume_point(batches_consumed: int, batch_size: int, worker_samples: list[int]) -> tuple[list[int], int]:
+    """Where each DataLoader worker stood when `batches_consumed` batches had been delivered.
+
+    Args:
+        batches_consumed: batches the trainer received this epoch.
+        batch_size: samples per batch; a worker's last batch holds its remainder (drop_last=False).
+        worker_samples: each worker's total samples this epoch.
+
+    Returns:
+        (samples each worker had produced, the worker whose batch the DataLoader would deliver next).
+        A resumed DataLoader starts its round-robin at worker 0, so resumed worker `i` must play the role
+        of worker `(i + next) % num_workers` for the stream to continue exactly.
+
+    Raises:
+        ResumeError: more batches than the epoch holds.
+    """
+    left = [-(-n // batch_size) for n in worker_samples]  # batches per worker
+    taken = [0] * len(worker_samples)
+    remaining, last = batches_consumed, len(worker_samples) - 1
+    while remaining:
+        active = [w for w, b in enumerate(left) if b]
+        if not active:
+            raise ResumeError(f"{batches_consumed} batches consumed, but this epoch holds only {sum(taken)} "
+                              f"(batch_size {batch_size}, worker samples {worker_samples}).")
+        rounds = min(min(left[w] for w in active), remaining // len(active))
+        served = active if rounds else active[:remaining]
+        for w in served:
+            taken[w] += rounds or 1
+            left[w] -= rounds or 1
+            remaining -= rounds or 1
+        last = served[-1]
+    produced = [min(t * batch_size, n) for t, n in zip(taken, worker_samples, strict=True)]
+    return produced, (last + 1) % len(worker_samples)
+
+
+class ResumableDataLoader(torch.utils.data.DataLoader):
+    """A DataLoader over a resumable IterableDataset (the `pool` loader) that counts the batches it
+    delivers, so its state is a few counters; it also advances the dataset's epoch on every `iter()`.
+
+    `state_dict()` -> `{"epoch", "batches_consumed", "batch_size", "config_hash"}`; the same state serves
+    every rank. `load_state_dict(state)` makes the next `iter()` continue exactly where that state was taken.
+
+    Raises (load_state_dict):
+        ResumeError: the state was saved with another configuration (episodes, pool size, world size,
+            workers, seed, batch size).
+    """
+
+    def __init__(self, dataset, batch_size: int = 1, num_workers: int = 0, **kwargs):
+        super().__init__(dataset, batch_size=batch_size, num_workers=num_workers, **kwargs)
+        self._epoch, self._consumed = dataset.epoch, 0
+
+    def _hash(self) -> str:
+        return self.dataset.config_hash(self.num_workers, self.batch_size)
+
+    def __iter__(self):
+        self._epoch = self.dataset.epoch
+        self._consumed = self.dataset.resume_batches()
+        iterator = super().__iter__()
+        # workers got their copy of the dataset above; in this process, move on to the next epoch
+        self.dataset.set_epoch(self._epoch + 1)
+        for batch in iterator:
+            self._consumed += 1
+            yield batch
+
+    def state_dict(self) -> dict:
+        """Counters only: the epoch being read and the batches delivered from it."""
+        return {"epoch": self._epoch, "batches_consumed": self._consumed, "batch_size": self.batch_size,
+                "config_hash": self._hash()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from `state_dict()` output (of this or any rank)."""
+        if state.get("config_hash") != self._hash() or state.get("batch_size") != self.batch_size:
+            raise ResumeError(
+                f"the saved loader state (config hash {state.get('config_hash')}, batch size "
+                f"{state.get('batch_size')}) does not match this loader ({self._hash()}, {self.batch_size}): "
+                "the episodes, episode_pool_size, world size, num_workers, seed or batch size changed. Resume "
+                "with the saved configuration, or start a fresh epoch without load_state_dict()."
+            )
+        self.dataset.resume_from(state["epoch"], state["batches_consumed"], state["batch_size"])
+        self._iterator = None  # persistent workers hold an old copy of the dataset: start fresh ones
