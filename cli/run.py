@@ -46,6 +46,10 @@ _DEFAULTS = RunSpec()
 @click.option("--batch-size", type=click.IntRange(1), help=f"[{_DEFAULTS.batch_size}]")
 @click.option("--num-workers", "workers", multiple=True,
               help=f"DataLoader workers; comma-separate or repeat to run several [{_DEFAULTS.num_workers}].")
+@click.option("--world-size", type=click.IntRange(1), help="Ranks: >1 runs that many processes as a "
+              "torch.distributed gloo group on this machine (per-rank results and a merged line) [1].")
+@click.option("--episode-pool-size", type=click.IntRange(1), help="Episodes open per consumer for the pool "
+              "loader (same as --loader-option episode_pool_size=N).")
 @click.option("--prefetch-factor", type=click.IntRange(1), help=f"Batches per worker in flight "
               f"[{_DEFAULTS.prefetch_factor}].")
 @click.option("--warmup-batches", type=click.IntRange(0), help=f"Batches before the window "
@@ -63,19 +67,21 @@ _DEFAULTS = RunSpec()
               "(e.g. timeout_s=600).")
 @click.option("--out-dir", type=click.Path(file_okay=False), help=f"Where JSON + CSV go [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, scheduler_option,
-        **given):
+        episode_pool_size, **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
     Every combination of --mode and --num-workers is one run, each in a fresh process. Results print as
     a table and are written to OUT_DIR as one JSON per run and results.csv.
     """
-    fields = {**(scenario_options(scenario) if scenario else {}),
-              **{k: v for k, v in given.items() if v is not None}}
-    fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas),
-                  source_options=parse_key_values(source_option, "--source-option"),
-                  loader_options=parse_key_values(loader_option, "--loader-option"),
-                  decoder_options=parse_key_values(decoder_option, "--decoder-option"))
+    preset = scenario_options(scenario) if scenario else {}
+    fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
+    fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas))
+    for kind, items in (("source", source_option), ("loader", loader_option), ("decoder", decoder_option)):
+        fields[f"{kind}_options"] = {**preset.get(f"{kind}_options", {}),
+                                     **parse_key_values(items, f"--{kind}-option")}
+    if episode_pool_size is not None:
+        fields["loader_options"]["episode_pool_size"] = episode_pool_size
     if episodes:
         fields["episodes"] = parse_episodes(episodes)
     mode_list = split_csv(modes) or [_DEFAULTS.mode]
@@ -102,7 +108,7 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     results = read_results(scheduler.run(specs, out_dir))
     write_csv(results, out_dir / "results.csv")
     render_results(results, console)
-    console.print(f"results: {out_dir}/results.csv and {len(specs)} JSON file(s) in {out_dir}/", highlight=False)
+    console.print(f"results: {out_dir}/results.csv and {len(results)} JSON file(s) in {out_dir}/", highlight=False)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
 

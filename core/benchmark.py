@@ -4,7 +4,9 @@ then iterate a DataLoader over a steady-state window, and return the result dict
 Run as `python -m dl.benchmark SPEC.json RESULT.json` by schedulers, so every run gets a fresh process.
 """
 
+import datetime
 import json
+import os
 import platform
 import sys
 import time
@@ -14,6 +16,7 @@ from importlib.metadata import version
 import numpy as np
 import psutil
 import torch
+import torch.distributed
 import torch.utils.data
 
 from .config import LoaderConfig
@@ -23,6 +26,7 @@ from .metadata import DatasetMeta
 from .metrics import distinct_episode_fraction, ideal_distinct_fraction, sample_latency_ms
 from .modes import mode_delta_timestamps
 from .plugins_manager import get_plugins
+from .resume import ResumableDataLoader
 from .spec import RunSpec
 from .timed_decoder import TimedDecoder
 
@@ -56,7 +60,9 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         decoder.cache.reset_stats()
         window = _window(dataset, meta, spec, progress)
         pss = tree_pss_bytes(psutil.Process())  # while workers are still alive
-        window.pop("iterator", None)
+        loader = window.pop("loader")
+        del window["iterator"]  # shuts the window's workers down before the resume probe starts its own
+    resume = _resume_probe(dataset, loader, spec) if isinstance(loader, ResumableDataLoader) else {}
     episodes = dataset_episodes(dataset, meta, spec)
     cache = decoder.cache.stats()
     looked_up = cache["hits"] + cache["misses"]
@@ -71,7 +77,8 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
                                           4),
         "init_s": round(init_s, 3),
         "total_time_s": round(time.perf_counter() - t_start, 3),
-        **_loader_stats(dataset),
+        **resume,
+        **_loader_stats(dataset, spec),
         "dataset": _dataset_summary(meta, episodes, resolved),
         "config": spec.to_dict(),
         "environment": _environment(),
@@ -129,11 +136,24 @@ def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Pro
 
 
 def _dataloader(dataset, spec: RunSpec, batch_size: int | None, num_workers: int):
-    iterable = isinstance(dataset, torch.utils.data.IterableDataset)
     extra = {"prefetch_factor": spec.prefetch_factor, "persistent_workers": True} if num_workers else {}
+    if hasattr(dataset, "resume_from"):  # a resumable stream: count batches so the run can probe a resume
+        return ResumableDataLoader(dataset, batch_size=batch_size, num_workers=num_workers, **extra)
+    iterable = isinstance(dataset, torch.utils.data.IterableDataset)
     return torch.utils.data.DataLoader(
         dataset, batch_size=batch_size, shuffle=not iterable, num_workers=num_workers,
         generator=torch.Generator().manual_seed(spec.seed), **extra)
+
+
+def _resume_probe(dataset, loader: ResumableDataLoader, spec: RunSpec) -> dict:
+    """Resume a fresh loader from the window's end state: its first-batch latency, fast-forward included."""
+    state = loader.state_dict()
+    del loader
+    probe = _dataloader(dataset, spec, spec.batch_size, spec.num_workers)
+    probe.load_state_dict(state)
+    t0 = time.perf_counter()
+    next(iter(probe), None)
+    return {"resume_first_batch_s": round(time.perf_counter() - t0, 3), "resume_state": state}
 
 
 def _window(dataset, meta: DatasetMeta, spec: RunSpec, progress: Progress) -> dict:
@@ -144,6 +164,8 @@ def _window(dataset, meta: DatasetMeta, spec: RunSpec, progress: Progress) -> di
     first_batch_s = window_start = None
     if spec.warmup_batches == 0:
         window_start = t_iter
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()  # ranks start their windows together
     iterator = iter(loader)
     while True:
         try:
@@ -191,6 +213,7 @@ def _window(dataset, meta: DatasetMeta, spec: RunSpec, progress: Progress) -> di
         "window_samples": samples,
         "window_batches": len(arrivals),
         "epochs_completed": epochs,
+        "loader": loader,
         "iterator": iterator,  # kept alive until memory is measured
     }
 
@@ -205,9 +228,10 @@ def dataset_episodes(dataset, meta: DatasetMeta, spec: RunSpec):
     return getattr(dataset, "episodes", None) or meta.select(spec.episodes)
 
 
-def _loader_stats(dataset) -> dict:
+def _loader_stats(dataset, spec: RunSpec) -> dict:
+    """A loader may report its own figures: `benchmark_stats(num_workers, batch_size) -> dict`."""
     stats = getattr(dataset, "benchmark_stats", None)
-    return {"loader_stats": stats()} if callable(stats) else {}
+    return {"loader_stats": stats(spec.num_workers, spec.batch_size)} if callable(stats) else {}
 
 
 def _dataset_summary(meta: DatasetMeta, episodes, resolved: dict) -> dict:
@@ -241,11 +265,18 @@ def main(argv: list[str]) -> int:
     spec_path, result_path = argv
     with open(spec_path) as f:
         spec = RunSpec.from_dict(json.load(f))
+    rank = int(os.environ.get("RANK", 0))
+    if spec.world_size > 1:  # launched once per rank by the scheduler, with MASTER_ADDR/PORT set
+        torch.distributed.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+        spec.name = f"{spec.name}-rank{rank}"
     try:
         with rich_progress(spec.name) as progress:
-            result = {"status": "ok", **run_benchmark(spec, progress)}
+            result = {"status": "ok", **run_benchmark(spec, progress), "rank": rank}
     except DlError as exc:
         result = {"name": spec.name, "status": "failed", "error": str(exc), "config": spec.to_dict()}
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
     with open(result_path, "w") as f:
         json.dump(result, f, indent=2)
     if result["status"] != "ok":

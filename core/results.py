@@ -44,3 +44,43 @@ def read_results(paths: list[Path]) -> list[dict]:
         except (OSError, ValueError) as exc:
             out.append({"name": Path(path).stem, "status": "failed", "error": f"no result: {exc}"})
     return out
+
+
+SUMMED = ("samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "peak_rss_gb", "pss_gb_at_window_end",
+          "window_samples", "window_batches")
+WORST = ("first_batch_latency_s", "p50_sample_latency_ms", "p95_sample_latency_ms", "p99_sample_latency_ms",
+         "total_time_s", "resume_first_batch_s")
+MEAN = ("fetch_pct", "decode_pct", "shuffle_randomness_frac", "shuffle_randomness_ideal")
+
+
+LOADER_STAT_MERGE = {"episodes_admitted": sum, "pool_bytes_peak": sum, "resume_fast_forward_s": max,
+                     "shuffle_randomness_consumer_ideal": lambda v: round(sum(v) / len(v), 4)}
+"""How loader stats combine over ranks; any other stat is kept when every rank reports the same value."""
+
+
+def _merge_stat(key: str, values: list):
+    if key in LOADER_STAT_MERGE and all(isinstance(v, int | float) for v in values):
+        return LOADER_STAT_MERGE[key](values)
+    return values[0] if all(v == values[0] for v in values) else None
+
+
+def merge_ranks(name: str, ranks: list[dict]) -> dict:
+    """One line for a multi-rank run: throughput, memory and counts summed over ranks (separate process
+    trees), latencies and times the worst rank's, percentages and shuffle fractions averaged. Failed if any
+    rank failed. `ranks` keeps every rank's own result."""
+    failed = [r for r in ranks if r.get("status") != "ok"]
+    if failed:
+        return {"name": name, "status": "failed", "ranks": ranks,
+                "error": "; ".join(f"{r.get('name')}: {r.get('error')}" for r in failed)}
+    merged = {"name": name, "status": "ok", "world_size": len(ranks)}
+    merged.update({k: round(sum(r[k] for r in ranks), 3) for k in SUMMED if all(r.get(k) is not None for r in ranks)})
+    merged.update({k: max(r[k] for r in ranks) for k in WORST if all(r.get(k) is not None for r in ranks)})
+    merged.update({k: round(sum(r[k] for r in ranks) / len(ranks), 4) for k in MEAN
+                   if all(r.get(k) is not None for r in ranks)})
+    caches = [r["video_decoder_cache"] for r in ranks]
+    merged["video_decoder_cache"] = {k: sum(c[k] for c in caches) for k in ("hits", "misses", "evictions", "open")}
+    stats = [r.get("loader_stats", {}) for r in ranks]
+    merged["loader_stats"] = {k: _merge_stat(k, [s.get(k) for s in stats]) for k in stats[0]}
+    merged["config"], merged["dataset"] = ranks[0].get("config"), ranks[0].get("dataset")
+    merged["ranks"] = ranks
+    return merged

@@ -12,6 +12,17 @@ SCENARIOS: dict[str, dict] = {
         "source": "local", "loader": "map", "decoder": "cpu", "num_workers": os.cpu_count() or 1,
         "_about": "mmap_local with one DataLoader worker per CPU core",
     },
+    "stream_local": {
+        "source": "local", "loader": "pool", "decoder": "cpu", "num_workers": 2,
+        "loader_options": {"episode_pool_size": 32},
+        "_about": "pool (streaming episode pool) loader over a local root, 32 episodes per consumer, 2 workers",
+    },
+    "stream_local_2rank": {
+        "source": "local", "loader": "pool", "decoder": "cpu", "num_workers": 2, "world_size": 2,
+        "loader_options": {"episode_pool_size": 32},
+        "_about": "stream_local as two ranks (two processes, torch.distributed gloo on 127.0.0.1): per-rank "
+                  "results and a merged line",
+    },
 }
 
 

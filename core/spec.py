@@ -14,7 +14,8 @@ class RunSpec:
     What to load: `source`, `root` (None: the embedded default dataset), `episodes` (None: all), `mode`
     (see `dl.modes`), `delta_timestamps` (extra `{key: [s]}` windows, applied over the mode's),
     `image_dtype`, `tolerance_s`.
-    Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`.
+    Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`; `world_size` ranks (each a
+    process of a torch.distributed gloo group when > 1).
     How to iterate: `batch_size`, `num_workers`, `prefetch_factor`, `seed`.
     How to measure: `warmup_batches` (skipped), `duration` (steady-state window, s),
     `single_proc_samples` (samples timed in-process for the fetch/decode split), `out_dir`, `name`.
@@ -32,6 +33,7 @@ class RunSpec:
     tolerance_s: float = 1e-4
     batch_size: int = 16
     num_workers: int = 2
+    world_size: int = 1
     prefetch_factor: int = 2
     warmup_batches: int = 3
     duration: float = 20.0
@@ -48,7 +50,8 @@ class RunSpec:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if not self.name:
-            self.name = f"{self.scenario or self.loader}-{self.decoder}-{self.mode}-w{self.num_workers}"
+            ranks = f"-r{self.world_size}" if self.world_size > 1 else ""
+            self.name = f"{self.scenario or self.loader}-{self.decoder}-{self.mode}-w{self.num_workers}{ranks}"
 
     def to_dict(self) -> dict:
         """Plain dict (JSON-ready)."""
