@@ -11,7 +11,7 @@ ROWS = (
     ("p95_sample_latency_ms", "p95 sample latency ms"), ("p99_sample_latency_ms", "p99 sample latency ms"),
     ("peak_rss_gb", "peak RSS GB (tree)"), ("pss_gb_at_window_end", "PSS GB (tree, window end)"),
     ("video_decoder_cache", "decoder cache hit/miss/evict"), ("window_samples", "samples in window"),
-    ("resume_first_batch_s", "resume first batch s"),
+    ("resume_first_batch_s", "resume first batch s"), ("resume_fast_forward_s", "resume fast-forward s"),
     ("total_time_s", "total time s"),
 )
 

@@ -58,10 +58,13 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         single = _single_process(dataset, decoder, spec, progress)
         decoder.cache.clear()  # workers must not inherit (and never use) the main process's decoders
         decoder.cache.reset_stats()
+        if hasattr(dataset, "reset_benchmark_stats"):
+            dataset.reset_benchmark_stats()
         window = _window(dataset, meta, spec, progress)
         pss = tree_pss_bytes(psutil.Process())  # while workers are still alive
         loader = window.pop("loader")
         del window["iterator"]  # shuts the window's workers down before the resume probe starts its own
+    loader_stats = _loader_stats(dataset, spec)
     resume = _resume_probe(dataset, loader, spec) if isinstance(loader, ResumableDataLoader) else {}
     episodes = dataset_episodes(dataset, meta, spec)
     cache = decoder.cache.stats()
@@ -78,7 +81,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         "init_s": round(init_s, 3),
         "total_time_s": round(time.perf_counter() - t_start, 3),
         **resume,
-        **_loader_stats(dataset, spec),
+        **loader_stats,
         "dataset": _dataset_summary(meta, episodes, resolved),
         "config": spec.to_dict(),
         "environment": _environment(),
@@ -146,14 +149,17 @@ def _dataloader(dataset, spec: RunSpec, batch_size: int | None, num_workers: int
 
 
 def _resume_probe(dataset, loader: ResumableDataLoader, spec: RunSpec) -> dict:
-    """Resume a fresh loader from the window's end state: its first-batch latency, fast-forward included."""
+    """Resume a fresh loader from the window's end state: its first-batch latency (worker start and
+    fast-forward included) and, from a loader that reports it, the longest worker replay."""
     state = loader.state_dict()
     del loader
     probe = _dataloader(dataset, spec, spec.batch_size, spec.num_workers)
     probe.load_state_dict(state)
     t0 = time.perf_counter()
     next(iter(probe), None)
-    return {"resume_first_batch_s": round(time.perf_counter() - t0, 3), "resume_state": state}
+    probe_s = time.perf_counter() - t0
+    replay = _loader_stats(dataset, spec).get("loader_stats", {}).get("resume_fast_forward_s")
+    return {"resume_first_batch_s": round(probe_s, 3), "resume_fast_forward_s": replay, "resume_state": state}
 
 
 def _window(dataset, meta: DatasetMeta, spec: RunSpec, progress: Progress) -> dict:
@@ -229,7 +235,8 @@ def dataset_episodes(dataset, meta: DatasetMeta, spec: RunSpec):
 
 
 def _loader_stats(dataset, spec: RunSpec) -> dict:
-    """A loader may report its own figures: `benchmark_stats(num_workers, batch_size) -> dict`."""
+    """A loader may report its own figures: `benchmark_stats(num_workers, batch_size) -> dict`, counted from
+    its last `reset_benchmark_stats()` (called after the single-process pass)."""
     stats = getattr(dataset, "benchmark_stats", None)
     return {"loader_stats": stats(spec.num_workers, spec.batch_size)} if callable(stats) else {}
 

@@ -157,19 +157,24 @@ class PoolDataset(torch.utils.data.IterableDataset):
         return episode_arrays(read_episode_tables(self.meta, [ep], self.keys)[ep.index], self.meta.features)
 
     # ----------------------------------------------------------------------------------------- benchmark
+    def reset_benchmark_stats(self) -> None:
+        """Zero the pool counters (the benchmark does so after its single-process pass)."""
+        self.counters.reset()
+
     def benchmark_stats(self, num_workers: int, batch_size: int) -> dict:
         """Pool figures for `dl run`: pool size, episodes admitted and peak pool bytes (tabular rows held)
-        summed over consumers, the longest resume fast-forward (s), and the shuffle ceiling of this split:
-        the mean over consumers of the expected distinct-episode fraction of a batch drawn uniformly from
-        that consumer's frames (a batch comes from one worker, so a loader cannot beat it)."""
+        summed over consumers; the shuffle ceiling of this split: the mean over consumers of the expected
+        distinct-episode fraction of a batch drawn uniformly from that consumer's frames (a batch comes from
+        one worker, so no loader can beat it); and, once a resume happened, the longest worker replay (s)."""
         totals = self.counters.total()
         world = World(self.rank, self.world_size, 0, max(num_workers, 1))
         parts = self.consumer_episodes(world, 0)[self.rank * world.num_workers:(self.rank + 1) * world.num_workers]
         ideal = [ideal_distinct_fraction(self.lengths[p], batch_size) for p in parts if len(p)]
-        return {"episode_pool_size": self.pool_size, "episodes_admitted": totals["episodes_admitted"],
-                "pool_bytes_peak": totals["pool_bytes_peak"],
-                "resume_fast_forward_s": round(int(self.counters.values[:, 2].max()) / 1e6, 6),
-                "shuffle_randomness_consumer_ideal": round(float(np.mean(ideal)), 4) if ideal else None}
+        stats = {"episode_pool_size": self.pool_size, "episodes_admitted": totals["episodes_admitted"],
+                 "pool_bytes_peak": totals["pool_bytes_peak"],
+                 "shuffle_randomness_consumer_ideal": round(float(np.mean(ideal)), 4) if ideal else None}
+        replay_us = int(self.counters.values[:, self.counters.names.index("fast_forward_us")].max())
+        return {**stats, "resume_fast_forward_s": replay_us / 1e6} if replay_us else stats
 
 
 @hookimpl
