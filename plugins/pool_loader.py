@@ -74,8 +74,9 @@ class PoolDataset(torch.utils.data.IterableDataset):
 
     # ----------------------------------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
-        """Use this epoch on the next `iter()` (e.g. from the training loop, as with DistributedSampler)."""
-        self.epoch = epoch
+        """Use this epoch, from its start, on the next `iter()` (e.g. from the training loop, as with
+        DistributedSampler); a pending resume is dropped."""
+        self.epoch, self._resume = epoch, None
 
     def config_hash(self, num_workers: int, batch_size: int) -> str:
         """What a resume must not change: episodes, pool size, world size, workers, seed, batch size."""
@@ -154,7 +155,9 @@ class PoolDataset(torch.utils.data.IterableDataset):
 
     def _read(self, e: int) -> EpisodeArrays:
         ep = self.episodes[e]
-        return episode_arrays(read_episode_tables(self.meta, [ep], self.keys)[ep.index], self.meta.features)
+        arrays = episode_arrays(read_episode_tables(self.meta, [ep], self.keys)[ep.index], self.meta.features)
+        # own copies: zero-copy views would keep the whole Arrow batch they were read in alive
+        return {key: np.array(values) for key, values in arrays.items()}
 
     # ----------------------------------------------------------------------------------------- benchmark
     def reset_benchmark_stats(self) -> None:
