@@ -1,7 +1,9 @@
 """Shared fixtures: generated LeRobot v3.0 datasets (real FFmpeg video), made once per test session, and
 an isolated dl cache folder per test."""
 
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +11,21 @@ from dl.sample_dataset import SampleDatasetConfig, write_sample_dataset
 
 SMALL = SampleDatasetConfig(episodes=6, frames_per_episode=(20, 40), cameras=2, codec="h264", gop=4,
                             episodes_per_file=3, row_group_size=16)
+
+
+OPEN50 = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "open50"
+
+
+@pytest.fixture(scope="session")
+def open50() -> Path:
+    """The team's real LeRobot v3.0 dataset (read-only), in ../shared beside the checkout. Missing: a failure
+    under CI (it must run there), a skip with the reason elsewhere."""
+    if not (OPEN50 / "meta" / "info.json").is_file():
+        message = f"the team's open50 dataset is not at {OPEN50} (../shared/datasets beside the checkout)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return OPEN50
 
 
 @pytest.fixture(autouse=True)

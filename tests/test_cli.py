@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,9 +20,7 @@ from dl.cli.main import cli
 from dl.sample_dataset import DATASET_TAG, camera_key
 from dl.spec import RunSpec
 
-DL = pathlib.Path("/work/main/.venv/bin/dl")
-OPEN50 = pathlib.Path("/work/shared/datasets/open50")
-needs_open50 = pytest.mark.skipif(not (OPEN50 / "meta/info.json").is_file(), reason="open50 not available")
+DL = pathlib.Path(sys.executable).with_name("dl")  # the console script of the environment running the tests
 LEROBOT_FIELDS = ("samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "fetch_pct", "decode_pct",
                   "shuffle_randomness_frac", "first_batch_latency_s", "p50_sample_latency_ms",
                   "p95_sample_latency_ms", "p99_sample_latency_ms", "peak_rss_gb", "video_decoder_cache",
@@ -362,9 +361,8 @@ def test_info_on_non_dataset(tmp_path):
     assert result.exit_code == 2 and "meta/info.json" in result.output
 
 
-@needs_open50
-def test_info_open50():
-    result = invoke("info", OPEN50)
+def test_info_open50(open50):
+    result = invoke("info", open50)
     assert result.exit_code == 0, result.output
     text = result.output
     assert "50 episodes" in text and "20814 frames at 30 fps" in text and "1 task(s)" in text

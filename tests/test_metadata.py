@@ -3,7 +3,6 @@ dl.errors.format_indices, on generated datasets and on the real open50 dataset (
 
 import json
 import os
-import pathlib
 
 import numpy as np
 import pandas as pd
@@ -21,9 +20,7 @@ from dl.sample_dataset import SampleDatasetConfig, camera_key, task_string
 # the conftest SMALL dataset: 6 episodes, 3 per file, 2 cameras, h264
 SMALL_FIELDS = dict(episodes=6, frames_per_episode=(20, 40), cameras=2, codec="h264", gop=4, episodes_per_file=3,
                     row_group_size=16)
-OPEN50 = pathlib.Path("/work/shared/datasets/open50")
 OPEN50_MISSING_EPISODES = [1, 2, 7, 9, 25, 33, 34]
-needs_open50 = pytest.mark.skipif(not (OPEN50 / "meta" / "info.json").is_file(), reason="open50 not available")
 
 EPISODES_PARQUET = "meta/episodes/chunk-000/file-000.parquet"
 
@@ -310,9 +307,8 @@ def test_format_indices_with_duplicates():
 # --------------------------------------------------------------------------------------- real dataset
 
 
-@needs_open50
-def test_open50_missing_videos():
-    meta = load(OPEN50)
+def test_open50_missing_videos(open50):
+    meta = load(open50)
     assert len(meta.episodes) == 50 and meta.fps == 30
     assert meta.video_keys == ["image"]
     with pytest.raises(MissingFilesError) as err:
@@ -328,12 +324,11 @@ def test_open50_missing_videos():
     others = [e for e in range(50) if e not in OPEN50_MISSING_EPISODES]
     selected = meta.select(others)
     assert [e.index for e in selected] == others and len(selected) == 43
-    assert all(os.path.isfile(OPEN50 / f) for e in selected for f in e.files())
+    assert all(os.path.isfile(open50 / f) for e in selected for f in e.files())
 
 
-@needs_open50
-def test_open50_tasks_and_codecs():
-    meta = load(OPEN50)
+def test_open50_tasks_and_codecs(open50):
+    meta = load(open50)
     assert meta.tasks == {0: "lingzu teleoperation"}
     assert meta.episodes[0].tasks == ("lingzu teleoperation",)
     assert meta.info_codec("image") == "h264"

@@ -1,7 +1,6 @@
 """Tests for the samples the map loader returns (dl.samples, dl.delta, plugins/map_loader, the cpu decoder):
 values checked against the generator's pure functions and against decoded frame codes."""
 
-import pathlib
 import warnings
 
 import numpy as np
@@ -18,7 +17,6 @@ from dl.sample_dataset import action_value, camera_key, read_frame_code, state_v
 FPS = 30
 CAMS = [camera_key(0), camera_key(1)]
 EPISODES_PARQUET = "meta/episodes/chunk-000/file-000.parquet"
-OPEN50 = pathlib.Path("/work/shared/datasets/open50")
 TINY = dict(episodes=2, frames_per_episode=(8, 12), gop=4, episodes_per_file=2)
 
 
@@ -354,9 +352,8 @@ def test_dataloader_with_workers_matches_direct_indexing(dataset_factory):
 # --------------------------------------------------------------------------------------- open50
 
 
-@pytest.mark.skipif(not (OPEN50 / "meta/info.json").is_file(), reason="open50 not available")
-def test_open50_first_episode_sample():
-    ds = dl.make_dataset(str(OPEN50), episodes=[0, 3])
+def test_open50_first_episode_sample(open50):
+    ds = dl.make_dataset(str(open50), episodes=[0, 3])
     ep0, ep3 = ds.episodes
     assert len(ds) == ep0.length + ep3.length
     with pytest.warns(UserWarning, match="'h264'.*'mpeg4'"):
