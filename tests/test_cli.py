@@ -44,7 +44,7 @@ def invoke(*args):
 
 
 def result_files(out_dir):
-    return sorted(p for p in pathlib.Path(out_dir).glob("*.json") if not p.name.endswith(".spec.json"))
+    return sorted(pathlib.Path(out_dir).glob("*.json"))
 
 
 def rounding_slack(value_decimals=2, factor=1):
@@ -71,7 +71,7 @@ def test_run_writes_four_ok_results(four_runs):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = result_files(out)
     assert [p.stem for p in files] == sorted(RUN_NAMES)
-    assert sorted(p.name for p in out.glob("*.spec.json")) == sorted(f"{n}.spec.json" for n in RUN_NAMES)
+    assert sorted(p.name for p in (out / "specs").glob("*.json")) == sorted(f"{n}.json" for n in RUN_NAMES)
     for path in files:
         result = json.loads(path.read_text())
         assert result["status"] == "ok", result

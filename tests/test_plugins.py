@@ -28,7 +28,8 @@ from dl.sample_dataset import SampleDatasetConfig, read_frame_code, write_sample
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "dl-example-zip"
 BUILTINS = {("source", "local"): "dl.plugins.local_source", ("loader", "map"): "dl.plugins.map_loader",
-            ("decoder", "cpu"): "dl.plugins.cpu_decoder", ("scheduler", "local"): "dl.plugins.local_scheduler"}
+            ("loader", "pool"): "dl.plugins.pool_loader", ("decoder", "cpu"): "dl.plugins.cpu_decoder",
+            ("scheduler", "local"): "dl.plugins.local_scheduler"}
 CAMERA = "observation.images.cam0"
 
 
@@ -93,7 +94,8 @@ def source_plugin(*names: str) -> str:
 def test_builtins_come_from_dl_entry_points():
     mine = {e.name: e.value for e in entry_points(group="dl") if e.dist and e.dist.name == "dl"}
     assert mine == {"local_source": "dl.plugins.local_source", "map_loader": "dl.plugins.map_loader",
-                    "cpu_decoder": "dl.plugins.cpu_decoder", "local_scheduler": "dl.plugins.local_scheduler"}
+                    "pool_loader": "dl.plugins.pool_loader", "cpu_decoder": "dl.plugins.cpu_decoder",
+                    "local_scheduler": "dl.plugins.local_scheduler"}
 
 
 @pytest.mark.slow
@@ -336,7 +338,7 @@ def test_example_runs_the_benchmark(example_site, dataset, tmp_path):
                   "--warmup-batches", "1", "--single-proc-samples", "4", "--out-dir", str(out_dir),
                   env={"PYTHONPATH": str(example_site), "DL_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    (result_file,) = [p for p in out_dir.glob("*.json") if not p.name.endswith(".spec.json")]
+    (result_file,) = out_dir.glob("*.json")
     result = json.loads(result_file.read_text())
     assert result["status"] == "ok"
     assert result["samples_per_s"] > 0 and result["window_samples"] > 0
