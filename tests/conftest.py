@@ -62,3 +62,25 @@ def writable_copy(tmp_path):
         return shutil.copytree(path, tmp_path / "copy")
 
     return copy
+
+
+@pytest.fixture
+def video_root(dataset_factory):
+    """A small video dataset for the pool tests (pool_helpers.VIDEO). torchcodec is imported here, in the
+    main process, so forked DataLoader workers inherit it instead of importing it each (~2 s apiece)."""
+    import torchcodec.decoders  # noqa: F401
+    from pool_helpers import VIDEO
+
+    return dataset_factory(**VIDEO)
+
+
+@pytest.fixture
+def persistent_loaders():
+    """A list to put loaders with persistent workers in; their workers are shut down after the test (a
+    failed test's traceback would otherwise keep them alive until the session ends)."""
+    loaders = []
+    yield loaders
+    for loader in loaders:
+        iterator = getattr(loader, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
