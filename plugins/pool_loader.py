@@ -138,20 +138,17 @@ class PoolDataset(torch.utils.data.IterableDataset):
         if skip:
             self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0) * 1e6))
         rows: dict[int, EpisodeArrays] = {}
-        try:
-            for _ in range(count - skip):
-                e, row, last = next(pool)
-                arrays = rows.get(e)
-                if arrays is None:  # first frame of an admitted episode: read its rows now
-                    arrays = rows[e] = self._read(e)
-                    held = sum(a.nbytes for x in rows.values() for a in x.values())
-                    self.counters.set_max("pool_bytes_peak", held)
-                sample, queries = self.builder.tabular(arrays, row)
-                if last:
-                    del rows[e]
-                yield self.builder.decode(self.episodes[e], sample, queries)  # decode on exit
-        finally:
-            self.counters.add("episodes_admitted", pool.admitted)
+        for _ in range(count - skip):
+            e, row, last = next(pool)
+            arrays = rows.get(e)
+            if arrays is None:  # first frame of an admitted episode: read its rows now
+                arrays = rows[e] = self._read(e)
+                self.counters.add("episodes_admitted")
+                self.counters.set_max("pool_bytes_peak", sum(a.nbytes for x in rows.values() for a in x.values()))
+            sample, queries = self.builder.tabular(arrays, row)
+            if last:
+                del rows[e]
+            yield self.builder.decode(self.episodes[e], sample, queries)  # decode on exit
 
     def _read(self, e: int) -> EpisodeArrays:
         ep = self.episodes[e]
@@ -165,10 +162,11 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.counters.reset()
 
     def benchmark_stats(self, num_workers: int, batch_size: int) -> dict:
-        """Pool figures for `dl run`: pool size, episodes admitted and peak pool bytes (tabular rows held)
-        summed over consumers; the shuffle ceiling of this split: the mean over consumers of the expected
-        distinct-episode fraction of a batch drawn uniformly from that consumer's frames (a batch comes from
-        one worker, so no loader can beat it); and, once a resume happened, the longest worker replay (s)."""
+        """Pool figures for `dl run`: pool size; episodes admitted (read into a pool, replays excluded) and
+        peak pool bytes (tabular rows held), summed over consumers; the shuffle ceiling of this split (the
+        mean over consumers of the expected distinct-episode fraction of a batch drawn uniformly from that
+        consumer's frames: a batch comes from one worker, so no loader can beat it); and, once a resume
+        happened, the longest worker replay (s)."""
         totals = self.counters.total()
         world = World(self.rank, self.world_size, 0, max(num_workers, 1))
         parts = self.consumer_episodes(world, 0)[self.rank * world.num_workers:(self.rank + 1) * world.num_workers]
