@@ -18,7 +18,7 @@ def parse_episodes(text: str) -> list[int]:
             if "-" in item:
                 a, b = (int(x) for x in item.split("-", 1))
                 if b < a:
-                    raise ValueError
+                    raise DlError(f"--episodes: the range {item!r} ends before it starts; write {b}-{a}.")
                 out.update(range(a, b + 1))
             else:
                 out.add(int(item))

@@ -15,15 +15,17 @@ class MissingFilesError(DlError):
     Attributes:
         missing: relative paths (from the dataset root) of every missing file, sorted.
         episodes: the episode indices that need at least one missing file, sorted.
+        usable: the selected episodes whose files all exist, sorted.
     """
 
-    def __init__(self, root: str, missing: list[str], episodes: list[int]):
-        self.missing, self.episodes = missing, episodes
+    def __init__(self, root: str, missing: list[str], episodes: list[int], usable: list[int]):
+        self.missing, self.episodes, self.usable = missing, episodes, usable
         shown = "\n  ".join(missing[:50]) + ("\n  ..." if len(missing) > 50 else "")
+        select = f"--episodes {format_indices(usable)}" if usable else "none of the selected episodes is complete"
         super().__init__(
             f"{len(missing)} file(s) needed by episode(s) {format_indices(episodes)} are missing under "
             f"{root}:\n  {shown}\nDownload them, or select only the episodes whose files exist "
-            f"(episodes=[...] / --episodes)."
+            f"(episodes=[...] / {select})."
         )
 
 

@@ -121,7 +121,8 @@ class DatasetMeta:
         missing = self.missing_files(episodes)
         if missing:
             eps = sorted({e for v in missing.values() for e in v})
-            raise MissingFilesError(self.source.url, list(missing), eps)
+            usable = sorted({ep.index for ep in episodes} - set(eps))
+            raise MissingFilesError(self.source.url, list(missing), eps, usable)
 
     def _existing_files(self) -> set[str]:
         # one listing per top folder instead of one exists() call per file (matters on remote sources)

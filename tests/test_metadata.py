@@ -249,10 +249,11 @@ def test_missing_data_file_is_listed(small_dataset, writable_copy):
 
 
 def test_missing_files_message_truncates_past_50():
-    err = MissingFilesError("file:///x", [f"videos/f{i:03d}.mp4" for i in range(60)], list(range(60)))
+    err = MissingFilesError("file:///x", [f"videos/f{i:03d}.mp4" for i in range(60)], list(range(60)), [60, 61])
     message = str(err)
     assert "60 file(s)" in message and "videos/f049.mp4" in message and "videos/f050.mp4" not in message
     assert "..." in message and "0-59" in message
+    assert "--episodes 60-61" in message
     assert len(err.missing) == 60
 
 
@@ -321,7 +322,9 @@ def test_open50_missing_videos(open50):
     for rel in expected:
         assert rel in message
     assert "1-2,7,9,25,33-34" in message
+    assert "--episodes 0,3-6,8,10-24,26-32,35-49" in message  # the selection that works, ready to paste
     others = [e for e in range(50) if e not in OPEN50_MISSING_EPISODES]
+    assert err.value.usable == others
     selected = meta.select(others)
     assert [e.index for e in selected] == others and len(selected) == 43
     assert all(os.path.isfile(open50 / f) for e in selected for f in e.files())
