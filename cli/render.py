@@ -34,7 +34,8 @@ def render_results(results: list[dict], console: Console) -> None:
         for result in ok:
             table.add_column(result["name"], justify="right")
         for key, label in ROWS:
-            table.add_row(label, *(_cell(r, key) for r in ok))
+            if any(r.get(key) is not None for r in ok):  # rows no run reports (resume, for map) are left out
+                table.add_row(label, *(_cell(r, key) for r in ok))
         extra = sorted({k for r in ok for k in r.get("loader_stats", {})})
         for key in extra:
             table.add_row(key, *(str(r.get("loader_stats", {}).get(key, "-")) for r in ok))
