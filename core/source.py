@@ -3,6 +3,7 @@ sources differ only in the filesystem they build, so metadata, tabular reads and
 
 import os
 import posixpath
+from functools import cached_property
 from typing import BinaryIO
 
 import fsspec
@@ -37,10 +38,11 @@ class Source:
             self._fs, self._pid = type(self._fs)(*self._fs.storage_args, **self._fs.storage_options), os.getpid()
         return self._fs
 
-    @property
+    @cached_property
     def url(self) -> str:
-        """The root as a URL (`protocol://root`): names the dataset in messages, results and cache keys.
-        Sources whose filesystem wraps another (archives) override it to include what they wrap."""
+        """The root as a URL (`protocol://root`): names the dataset in messages, results and cache keys
+        (computed once: decoders key their cache on it per sample). Sources whose filesystem wraps another
+        (archives) override it to include what they wrap."""
         return self.fs.unstrip_protocol(self.root)
 
     @property

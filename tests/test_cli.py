@@ -1,56 +1,29 @@
-"""End-to-end tests of the `dl` command line: `dl run` (benchmark results, failures), `dl info`,
-`dl sample-dataset`, help texts; plus the benchmark's zero-sample failure in-process."""
+"""End-to-end tests of `dl run`: benchmark results, failures, the default dataset; plus the benchmark's
+zero-sample failure in-process."""
 
 import csv
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch.utils.data
-from click.testing import CliRunner
+from cli_helpers import (
+    FAST,
+    LEROBOT_FIELDS,
+    RUN_NAMES,
+    dl_subprocess,
+    invoke,
+    result_files,
+    rounding_slack,
+)
 
 import dl.benchmark
 from dl.benchmark import RunFailed, run_benchmark
-from dl.cli.main import cli
 from dl.sample_dataset import DATASET_TAG, camera_key
 from dl.spec import RunSpec
-
-DL = pathlib.Path(sys.executable).with_name("dl")  # the console script of the environment running the tests
-LEROBOT_FIELDS = ("samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "fetch_pct", "decode_pct",
-                  "shuffle_randomness_frac", "first_batch_latency_s", "p50_sample_latency_ms",
-                  "p95_sample_latency_ms", "p99_sample_latency_ms", "peak_rss_gb", "video_decoder_cache",
-                  "total_time_s")
-FAST = ["--duration", "1", "--warmup-batches", "1", "--single-proc-samples", "4", "--batch-size", "4"]
-RUN_NAMES = ["map-cpu-single-w0", "map-cpu-single-w1", "map-cpu-sarm-w0", "map-cpu-sarm-w1"]
-
-
-def env_with(**extra):
-    return {**os.environ, "COLUMNS": "250", **extra}
-
-
-def dl_subprocess(*args, cache_dir, timeout=300):
-    return subprocess.run([str(DL), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env=env_with(DL_CACHE_DIR=str(cache_dir)))
-
-
-def invoke(*args):
-    """`dl ARGS` in-process (runs still go to fresh processes through the local scheduler)."""
-    return CliRunner(env={"COLUMNS": "250"}).invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def result_files(out_dir):
-    return sorted(pathlib.Path(out_dir).glob("*.json"))
-
-
-def rounding_slack(value_decimals=2, factor=1):
-    """Largest difference between round(factor * x, d) and factor * round(x, d)."""
-    return 0.5 * 10**-value_decimals * (factor + 1) + 1e-9
-
 
 # ------------------------------------------------------------------------------ the main benchmark
 
@@ -323,124 +296,3 @@ def test_run_without_root_with_empty_default_folder(tmp_path):
                     "--batch-size", "4", "--num-workers", "0", "--out-dir", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert (default / "meta/info.json").is_file()
-
-
-# ------------------------------------------------------------------------------------- dl info
-
-
-def test_info_summary(small_dataset):
-    result = invoke("info", small_dataset)
-    assert result.exit_code == 0, result.output
-    text = result.output
-    from dl.metadata import DatasetMeta
-    from dl.plugins.local_source import local_source
-
-    total = DatasetMeta.load(local_source(str(small_dataset))).total_frames
-    assert "6 episodes" in text and f"{total} frames at 30 fps" in text and "2 task(s)" in text
-    assert "v3.0" in text and "dl_synthetic" in text
-    for key in (camera_key(0), camera_key(1)):
-        assert key in text
-    assert text.count("h264") >= 4  # info.json and stream, for both cameras
-    assert "128x96" in text and "2/2" in text
-    assert "all data and video files present" in text
-    assert "disagrees" not in text and "missing" not in text
-
-
-def test_info_lists_missing_files(small_dataset, writable_copy):
-    root = writable_copy(small_dataset)
-    missing = f"videos/{camera_key(0)}/chunk-000/file-000.mp4"
-    (root / missing).unlink()
-    result = invoke("info", root)
-    assert result.exit_code == 0, result.output
-    assert "1 missing file(s)" in result.output and missing in result.output
-    assert "--episodes 3-5" in result.output and "1/2" in result.output
-
-
-def test_info_on_non_dataset(tmp_path):
-    result = invoke("info", tmp_path)
-    assert result.exit_code == 2 and "meta/info.json" in result.output
-
-
-def test_info_open50(open50):
-    result = invoke("info", open50)
-    assert result.exit_code == 0, result.output
-    text = result.output
-    assert "50 episodes" in text and "20814 frames at 30 fps" in text and "1 task(s)" in text
-    assert "7 missing file(s)" in text and "1-2,7,9,25,33-34" in text
-    for e in (1, 2, 7, 9, 25, 33, 34):
-        assert f"videos/image/chunk-000/file-{e:03d}.mp4" in text
-    assert "--episodes 0,3-6,8,10-24,26-32,35-49" in text
-    assert "h264" in text and "mpeg4" in text and "info.json disagrees" in text
-    assert "640x480" in text and "43/50" in text
-
-
-def test_info_codec_alias_is_not_a_disagreement(dataset_factory):
-    root = dataset_factory(episodes=1, frames_per_episode=(6, 6), cameras=1, info_codec="libx264")
-    result = invoke("info", root)
-    assert result.exit_code == 0, result.output
-    assert "libx264" in result.output and "disagrees" not in result.output
-
-
-# ------------------------------------------------------------------------------ dl sample-dataset
-
-
-def test_sample_dataset_then_info(tmp_path):
-    target = tmp_path / "x"
-    result = invoke("sample-dataset", target, "--episodes", "2", "--frames", "10", "--cameras", "1", "--codec",
-                    "h264")
-    assert result.exit_code == 0, result.output
-    assert "wrote 2 episodes" in result.output
-    info = json.loads((target / "meta/info.json").read_text())
-    assert info["total_episodes"] == 2 and info["total_frames"] == 20
-    assert [k for k, f in info["features"].items() if f["dtype"] == "video"] == [camera_key(0)]
-    result = invoke("info", target)
-    assert result.exit_code == 0, result.output
-    assert "2 episodes, 20 frames at 30 fps" in result.output
-    assert camera_key(0) in result.output and camera_key(1) not in result.output
-    assert "h264" in result.output and "all data and video files present" in result.output
-    # the target now exists: writing again refuses
-    again = CliRunner().invoke(cli, ["sample-dataset", str(target), "--episodes", "1"])
-    assert again.exit_code != 0
-
-
-def test_sample_dataset_bad_config(tmp_path):
-    result = invoke("sample-dataset", tmp_path / "y", "--size", "100x64")
-    assert result.exit_code == 2 and "width" in result.output
-    assert not (tmp_path / "y").exists()
-
-
-# ------------------------------------------------------------------------------------------- help
-
-
-def test_help_texts():
-    top = invoke("--help")
-    assert top.exit_code == 0
-    for command in ("run", "info", "plugins", "sample-dataset"):
-        assert command in top.output
-    words = " ".join(top.output.split())
-    assert "with no --root: on an embedded synthetic dataset dl generates once" in words
-    run_help = invoke("run", "--help")
-    assert run_help.exit_code == 0
-    text = run_help.output
-    assert "Scenarios (--scenario):" in text
-    lines = [line.strip() for line in text.splitlines()]
-    for line in ("mmap_local: map loader over a local root, memory-mapped Arrow rows, CPU decode, 2 workers",
-                 "mmap_local_maxworkers: mmap_local with one DataLoader worker per CPU core"):
-        assert line in lines
-    for option in ("--mode", "--num-workers", "--episodes", "--root", "--out-dir", "sarm", "chunk"):
-        assert option in text
-
-
-def test_run_help_examples_are_not_rewrapped():
-    text = invoke("run", "--help").output
-    assert "\b" not in text  # click's no-rewrap marker must not leak into the output
-    lines = [line.strip() for line in text.splitlines()]
-    assert "Examples:" in lines
-    assert "dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2" in lines
-
-
-def test_dl_executable_help_and_version():
-    proc = subprocess.run([str(DL), "--help"], capture_output=True, text=True, timeout=120, env=env_with())
-    assert proc.returncode == 0 and "dl run" in proc.stdout
-    proc = subprocess.run([str(DL), "--version"], capture_output=True, text=True, timeout=120, env=env_with())
-    assert proc.returncode == 0 and "dl" in proc.stdout and "0.1.0" in proc.stdout

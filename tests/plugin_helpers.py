@@ -1,0 +1,28 @@
+"""Shared constants and helpers of the plugin-host tests (test_plugins.py, test_example_plugin.py)."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "dl-example-zip"
+BUILTINS = {("source", "local"): "dl.plugins.local_source", ("loader", "map"): "dl.plugins.map_loader",
+            ("loader", "pool"): "dl.plugins.pool_loader", ("decoder", "cpu"): "dl.plugins.cpu_decoder",
+            ("scheduler", "local"): "dl.plugins.local_scheduler"}
+CAMERA = "observation.images.cam0"
+
+
+def run_dl(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`dl ARGS` in a fresh interpreter (the plugin set is loaded once per process)."""
+    full_env = {k: v for k, v in os.environ.items() if k not in ("DL_DISABLE_PLUGINS", "DL_STRICT_PLUGINS")}
+    full_env.update(COLUMNS="200", NO_COLOR="1", **(env or {}))
+    return subprocess.run([sys.executable, "-c", "from dl.cli.main import main; main()", *args],
+                          capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The cells of each row of a rich table printed to a pipe."""
+    return [[c.strip() for c in re.split(r"[│┃|]", line)[1:-1]] for line in output.splitlines()
+            if len(re.findall(r"[│┃|]", line)) >= 2]
