@@ -40,7 +40,6 @@ class SampleBuilder:
         self.meta, self.keys, self.decoder, self.config = meta, keys, decoder, config
         self.deltas = delta_indices(config.delta_timestamps or {}, meta.fps, keys + meta.video_keys,
                                     config.tolerance_s)
-        self._codec_checked: set[str] = set()
 
     def tabular(self, arrays: EpisodeArrays, row: int) -> tuple[dict, VideoQueries]:
         """The tabular part of the sample at `row` of an episode, and the timestamps its cameras need."""
@@ -87,20 +86,21 @@ class SampleBuilder:
                     f"{[round(query[i].item(), 6) for i in bad]} s. The video and the parquet timestamps "
                     "disagree; re-encode the video, drop this episode, or raise tolerance_s."
                 )
-            if key not in self._codec_checked:
-                self._check_codec(key, span.path, decoded.codec)
             frames = decoded.data[which]
             if self.config.image_dtype == "float32":
                 frames = frames.float().div_(255.0)  # bitwise equal to LeRobot's frames / 255.0, 2x faster
             sample[key] = frames if key in self.deltas else frames[0]
         return sample
 
-    def _check_codec(self, key: str, path: str, stream_codec: str) -> None:
-        self._codec_checked.add(key)
-        claimed = self.meta.info_codec(key)
-        if claimed and not codec_matches(claimed, stream_codec):
-            warnings.warn(f"{self.meta.source.url}/meta/info.json says camera {key} is {claimed!r}, but "
-                          f"{path} is {stream_codec!r}; decoding the stream as {stream_codec}.", stacklevel=3)
+    def check_codecs(self, episode: EpisodeMeta) -> None:
+        """Probe each camera's video of `episode` and warn, once, where info.json names another codec than
+        the stream holds (the stream is what gets decoded). Loaders call it when they open the dataset, in
+        the main process, so the warning is not repeated by every DataLoader worker."""
+        for key, span in episode.videos.items():
+            claimed, stream = self.meta.info_codec(key), self.decoder.probe(self.meta.source, span.path)["codec"]
+            if claimed and not codec_matches(claimed, stream):
+                warnings.warn(f"{self.meta.source.url}/meta/info.json says camera {key} is {claimed!r}, but "
+                              f"{span.path} is {stream!r}; decoding the stream as {stream}.", stacklevel=3)
 
     def build(self, episode: EpisodeMeta, arrays: EpisodeArrays, row: int) -> dict:
         """The full sample at `row` of `episode`."""

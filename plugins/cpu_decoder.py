@@ -55,7 +55,7 @@ class CpuDecoder(Decoder):
         return DecodedFrames(batch.data, batch.pts_seconds.to(torch.float64), meta.codec)
 
     def probe(self, source: Source, path: str) -> dict:
-        meta = self._decoder(source, path).metadata
+        meta = self._open(source, path).metadata  # not cached: probes happen in the main process, once
         return {"codec": meta.codec, "width": meta.width, "height": meta.height, "num_frames": meta.num_frames,
                 "average_fps": meta.average_fps, "duration_s": meta.duration_seconds}
 

@@ -39,6 +39,7 @@ class MapDataset(torch.utils.data.Dataset):
             raise DlError(f"no episodes selected from {meta.source.url}.")
         keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, keys, decoder, config)
+        self.builder.check_codecs(self.episodes[0])
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys)
         self.starts = np.cumsum([0] + [ep.length for ep in self.episodes])
 

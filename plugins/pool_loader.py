@@ -66,6 +66,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.lengths = np.array([ep.length for ep in self.episodes], dtype=np.int64)
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
+        self.builder.check_codecs(self.episodes[0])
         working_set = self.pool_size * max(len(meta.video_keys), 1)
         decoder.cache.resize(min(working_set, MAX_DECODERS))
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us"))
