@@ -16,12 +16,10 @@ class DecodedFrames:
     Attributes:
         data: uint8 `[N, C, H, W]`, RGB.
         pts_s: float64 `[N]`, each frame's presentation time in seconds (file timeline).
-        codec: the stream's codec name as the container reports it (e.g. "av1", "mpeg4").
     """
 
     data: torch.Tensor
     pts_s: torch.Tensor
-    codec: str
 
 
 class Decoder(ABC):

@@ -52,7 +52,7 @@ class CpuDecoder(Decoder):
             batch = decoder.get_frames_at(indices=indices)
         except RuntimeError as exc:
             raise VideoDecodeError(f"decoding {source.url}/{path} at {timestamps} s failed: {exc}") from exc
-        return DecodedFrames(batch.data, batch.pts_seconds.to(torch.float64), meta.codec)
+        return DecodedFrames(batch.data, batch.pts_seconds.to(torch.float64))
 
     def probe(self, source: Source, path: str) -> dict:
         meta = self._open(source, path).metadata  # not cached: probes happen in the main process, once
