@@ -4,25 +4,24 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from dl.decoder import codec_matches
-from dl.errors import format_indices
-from dl.metadata import DatasetMeta
-from dl.plugins_manager import get_plugins
-
 from .options import parse_key_values
 
 
 @click.command()
 @click.argument("root")
 @click.option("--source", default="local", show_default=True, help="Source plugin that reads ROOT.")
-@click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="Passed to the source factory.")
-def info(root, source, source_option):
+@click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="An option of the source plugin.")
+@click.option("--decoder", default="cpu", show_default=True, help="Decoder plugin that probes the videos.")
+def info(root, source, source_option, decoder):
     """Summarize the LeRobot v3.0 dataset at ROOT: episodes, frames, fps, features, cameras (codec in
     info.json vs in the video stream), tasks, and missing files."""
-    registry = get_plugins().registry
-    src = registry.create("source", source, root, **parse_key_values(source_option, "--source-option"))
-    meta = DatasetMeta.load(src)
-    decoder = registry.create("decoder", "cpu", cache_size=1)
+    from dl.assembly import build_decoder, open_dataset
+    from dl.decoder import codec_matches
+    from dl.errors import format_indices
+
+    meta = open_dataset(root, source, parse_key_values(source_option, "--source-option"))
+    src = meta.source
+    probe = build_decoder(decoder)
     episodes = list(meta.episodes.values())
     missing = meta.missing_files(episodes)
     broken = sorted({e for eps in missing.values() for e in eps})
@@ -43,7 +42,7 @@ def info(root, source, source_option):
     for key in meta.video_keys:
         files = sorted({e.videos[key].path for e in episodes})
         present = [f for f in files if f not in missing]
-        stream = decoder.probe(src, present[0]) if present else None
+        stream = probe.probe(src, present[0]) if present else None
         claimed = meta.info_codec(key)
         codec = "-" if stream is None else stream["codec"]
         if stream and claimed and not codec_matches(claimed, codec):

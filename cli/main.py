@@ -11,7 +11,7 @@ from dl.errors import DlError
 from .info import info
 from .plugins import plugins
 from .run import run
-from .sample_dataset import sample_dataset
+from .synthetic_dataset import synthetic_dataset
 
 
 class DlGroup(click.Group):
@@ -36,7 +36,7 @@ def cli():
 cli.add_command(run)
 cli.add_command(plugins)
 cli.add_command(info)
-cli.add_command(sample_dataset)
+cli.add_command(synthetic_dataset)
 
 
 def main():

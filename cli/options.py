@@ -1,8 +1,11 @@
-"""Parsing helpers for command-line values: KEY=VALUE options and comma-separated lists."""
+"""Parsing helpers for command-line values: KEY=VALUE options, episode selections ("0,3-6,8"), windows
+and comma-separated lists."""
 
 import json
 
 import click
+
+from dl.errors import DlError
 
 
 def parse_key_values(items: tuple[str, ...], option: str) -> dict:
@@ -38,3 +41,32 @@ def parse_delta(items: tuple[str, ...]) -> dict[str, list[float]]:
 def split_csv(values: tuple[str, ...], convert=str) -> list:
     """("single,sarm", "chunk") -> ["single", "sarm", "chunk"] (each item converted)."""
     return [convert(v.strip()) for value in values for v in value.split(",") if v.strip()]
+
+
+def parse_episodes(text: str) -> list[int]:
+    """Parse a comma-separated list of episode indices and inclusive ranges.
+
+    "0,3-6,8" -> [0, 3, 4, 5, 6, 8]. Duplicates are dropped; order is ascending.
+
+    Raises:
+        DlError: on an empty item, a non-integer, a negative index, or a range whose end is before its start.
+    """
+    out: set[int] = set()
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            if "-" in item:
+                a, b = (int(x) for x in item.split("-", 1))
+                if b < a:
+                    raise DlError(f"--episodes: the range {item!r} ends before it starts; write {b}-{a}.")
+                out.update(range(a, b + 1))
+            else:
+                out.add(int(item))
+        except ValueError:
+            raise DlError(
+                f"--episodes: cannot read {item!r} in {text!r}; write indices and inclusive ranges such as "
+                "'0,3-6,8'."
+            ) from None
+    if any(i < 0 for i in out):
+        raise DlError(f"--episodes: episode indices are >= 0, got {text!r}.")
+    return sorted(out)

@@ -11,7 +11,7 @@ ROWS = (
     ("p95_sample_latency_ms", "p95 sample latency ms"), ("p99_sample_latency_ms", "p99 sample latency ms"),
     ("peak_rss_gb", "peak RSS GB (tree)"), ("pss_gb_at_window_end", "PSS GB (tree, window end)"),
     ("video_decoder_cache", "decoder cache hit/miss/evict"), ("window_samples", "samples in window"),
-    ("resume_first_batch_s", "resume first batch s"), ("resume_fast_forward_s", "resume fast-forward s"),
+    ("resume_first_batch_s", "resume first batch s"),
     ("total_time_s", "total time s"),
 )
 
@@ -36,9 +36,9 @@ def render_results(results: list[dict], console: Console) -> None:
         for key, label in ROWS:
             if any(r.get(key) is not None for r in ok):  # rows no run reports (resume, for map) are left out
                 table.add_row(label, *(_cell(r, key) for r in ok))
-        extra = sorted({k for r in ok for k in r.get("loader_stats", {})})
-        for key in extra:
-            table.add_row(key, *(str(r.get("loader_stats", {}).get(key, "-")) for r in ok))
+        for group, prefix in (("loader_stats", ""), ("resume_loader_stats", "resume: ")):
+            for key in sorted({k for r in ok for k in r.get(group, {})}):
+                table.add_row(f"{prefix}{key}", *(str(r.get(group, {}).get(key, "-")) for r in ok))
         console.print(table)
     for result in results:
         if result.get("status") != "ok":

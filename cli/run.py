@@ -9,16 +9,10 @@ import click
 from rich.console import Console
 from rich.progress import Progress
 
-from dl.episodes import parse_episodes
-from dl.errors import DlError
-from dl.metadata import DatasetMeta
-from dl.plugins_manager import get_plugins
-from dl.results import read_results, write_csv
-from dl.scenarios import SCENARIOS, scenario_options
-from dl.spec import MODES, RunSpec
+from dl.bench.scenarios import SCENARIOS, scenario_options
+from dl.bench.spec import MODES, RunSpec
 
-from .options import parse_delta, parse_key_values, split_csv
-from .render import render_results
+from .options import parse_delta, parse_episodes, parse_key_values, split_csv
 
 _SCENARIO_HELP = "\n".join(f"  {name}: {s['_about']}" for name, s in SCENARIOS.items())
 _DEFAULTS = RunSpec()
@@ -48,8 +42,6 @@ _DEFAULTS = RunSpec()
               help=f"DataLoader workers; comma-separate or repeat to run several [{_DEFAULTS.num_workers}].")
 @click.option("--world-size", type=click.IntRange(1), help="Ranks: >1 runs that many processes as a "
               "torch.distributed gloo group on this machine (per-rank results and a merged line) [1].")
-@click.option("--episode-pool-size", type=click.IntRange(1), help="Episodes open per consumer for the pool "
-              "loader (same as --loader-option episode_pool_size=N).")
 @click.option("--prefetch-factor", type=click.IntRange(1), help=f"Batches per worker in flight "
               f"[{_DEFAULTS.prefetch_factor}].")
 @click.option("--warmup-batches", type=click.IntRange(0), help=f"Batches before the window "
@@ -58,16 +50,17 @@ _DEFAULTS = RunSpec()
 @click.option("--single-proc-samples", type=click.IntRange(1), help="Samples timed in-process for the "
               f"fetch/decode split [{_DEFAULTS.single_proc_samples}].")
 @click.option("--seed", type=int, help=f"Shuffle seed [{_DEFAULTS.seed}].")
-@click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="Passed to the source factory.")
-@click.option("--loader-option", multiple=True, metavar="KEY=VALUE", help="Passed to the loader (e.g. "
-              "episode_pool_size=64).")
-@click.option("--decoder-option", multiple=True, metavar="KEY=VALUE", help="Passed to the decoder factory "
-              "(e.g. cache_size=16).")
-@click.option("--scheduler-option", multiple=True, metavar="KEY=VALUE", help="Passed to the scheduler factory "
-              "(e.g. timeout_s=600).")
+@click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="An option of the source plugin "
+              "(repeatable; `dl plugins` lists each plugin's options).")
+@click.option("--loader-option", multiple=True, metavar="KEY=VALUE", help="An option of the loader plugin, e.g. "
+              "episode_pool_size=64 for pool (repeatable).")
+@click.option("--decoder-option", multiple=True, metavar="KEY=VALUE", help="An option of the decoder plugin, "
+              "e.g. cache_size=16 (repeatable).")
+@click.option("--scheduler-option", multiple=True, metavar="KEY=VALUE", help="An option of the scheduler plugin, "
+              "e.g. timeout_s=600 (repeatable).")
 @click.option("--out-dir", type=click.Path(file_okay=False), help=f"Where JSON + CSV go [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, scheduler_option,
-        episode_pool_size, **given):
+        **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
@@ -80,32 +73,33 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     for kind, items in (("source", source_option), ("loader", loader_option), ("decoder", decoder_option)):
         fields[f"{kind}_options"] = {**preset.get(f"{kind}_options", {}),
                                      **parse_key_values(items, f"--{kind}-option")}
-    if episode_pool_size is not None:
-        fields["loader_options"]["episode_pool_size"] = episode_pool_size
     if episodes:
         fields["episodes"] = parse_episodes(episodes)
     mode_list = split_csv(modes) or [_DEFAULTS.mode]
     bad = [m for m in mode_list if m not in MODES]
     if bad:
-        raise click.BadParameter(f"{bad}: choose from {', '.join(MODES)}", param_hint="--mode")
+        raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
     try:
         worker_list = split_csv(workers, int) or [fields.get("num_workers", _DEFAULTS.num_workers)]
     except ValueError:
-        raise click.BadParameter(f"{workers}: give integers", param_hint="--num-workers") from None
+        raise click.BadParameter(f"{', '.join(workers)}: give integers", param_hint="--num-workers") from None
+    from dl.bench.results import write_csv
+    from dl.bench.session import check_and_snapshot, run_specs
+    from dl.plugins_manager import get_plugins
+
+    from .render import render_results
+
     base = RunSpec(**fields)
     console = Console()
-    registry = get_plugins().registry
-    scheduler = registry.create("scheduler", base.scheduler,
-                                **parse_key_values(scheduler_option, "--scheduler-option"))
-    for kind in ("loader", "decoder"):
-        registry.get(kind, getattr(base, kind))  # unknown names fail here, before any run starts
+    out_dir = Path(base.out_dir)
+    scheduler = get_plugins().registry.create("scheduler", base.scheduler,
+                                              **parse_key_values(scheduler_option, "--scheduler-option"))
     if base.root is None:
         base.root = str(_default_root(console))
-    _check_dataset(base, registry)
+    base = check_and_snapshot(base, out_dir / "specs")
     specs = [dataclasses.replace(base, mode=m, num_workers=w, name="") for m, w in itertools.product(mode_list,
                                                                                                       worker_list)]
-    out_dir = Path(base.out_dir)
-    results = read_results(scheduler.run(specs, out_dir))
+    results = run_specs(scheduler, specs, out_dir)
     write_csv(results, out_dir / "results.csv")
     render_results(results, console)
     console.print(f"results: {out_dir}/results.csv and {len(results)} JSON file(s) in {out_dir}/", highlight=False)
@@ -114,18 +108,10 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
 
 
 def _default_root(console: Console) -> Path:
-    from dl.sample_dataset import default_dataset_root, ensure_default_dataset
+    from dl.bench.default_dataset import default_dataset_root, ensure_default_dataset
 
     if not (default_dataset_root() / "meta" / "info.json").is_file():
         console.print(f"generating dl's embedded default dataset into {default_dataset_root()} (once)")
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("encoding episodes", total=None)
         return ensure_default_dataset(progress=lambda done, total: bar.update(task, completed=done, total=total))
-
-
-def _check_dataset(spec: RunSpec, registry) -> None:
-    """Fail before scheduling when the dataset cannot serve the selection (missing files, bad version)."""
-    source = registry.create("source", spec.source, spec.root, **spec.source_options)
-    meta = DatasetMeta.load(source)
-    if not meta.select(spec.episodes):
-        raise DlError(f"{source.url} has no episodes to load.")

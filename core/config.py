@@ -1,13 +1,13 @@
 """What a loader is asked to produce, independent of which loader produces it."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 IMAGE_DTYPES = ("float32", "uint8")
 
 
 @dataclass(frozen=True)
 class LoaderConfig:
-    """Options every loader honours.
+    """Options every loader honours (a loader's own options are keyword arguments of its factory).
 
     Attributes:
         episodes: episode indices to load; None loads all (every file they need must exist).
@@ -16,8 +16,9 @@ class LoaderConfig:
         image_dtype: "float32" gives camera frames in [0, 1] (LeRobot's format); "uint8" gives raw [0, 255].
         tolerance_s: the largest allowed gap (seconds) between a queried timestamp and the decoded frame's
             (LeRobot's default, 1e-4 s).
-        seed: seeds any randomness the loader owns.
-        options: loader-specific options (e.g. `episode_pool_size` for `pool`).
+        seed: seeds every order the loader draws (shuffle, partition), with the epoch.
+        rank, world_size: this process's share of the data in a distributed job; None (both) resolves them
+            with `dl.world.resolve_ranks` (torch.distributed, accelerate, RANK/WORLD_SIZE, SLURM).
     """
 
     episodes: list[int] | None = None
@@ -25,8 +26,11 @@ class LoaderConfig:
     image_dtype: str = "float32"
     tolerance_s: float = 1e-4
     seed: int = 0
-    options: dict = field(default_factory=dict)
+    rank: int | None = None
+    world_size: int | None = None
 
     def __post_init__(self):
         if self.image_dtype not in IMAGE_DTYPES:
             raise ValueError(f"image_dtype must be one of {IMAGE_DTYPES}, got {self.image_dtype!r}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")

@@ -2,11 +2,15 @@
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from .decoder_cache import DecoderCache
 from .source import Source
+
+if TYPE_CHECKING:
+    import torch
+
+    from .dataloader import DataLoaderNeeds
 
 
 @dataclass
@@ -18,8 +22,8 @@ class DecodedFrames:
         pts_s: float64 `[N]`, each frame's presentation time in seconds (file timeline).
     """
 
-    data: torch.Tensor
-    pts_s: torch.Tensor
+    data: "torch.Tensor"
+    pts_s: "torch.Tensor"
 
 
 class Decoder(ABC):
@@ -43,6 +47,13 @@ class Decoder(ABC):
     def probe(self, source: Source, path: str) -> dict:
         """Stream facts of `path`: `{"codec", "width", "height", "num_frames", "average_fps",
         "duration_s"}`."""
+
+    def dataloader_needs(self) -> "DataLoaderNeeds":
+        """What this decoder needs of the DataLoader (e.g. `spawn` workers for a CUDA decoder); nothing by
+        default. See `dl.dataloader`."""
+        from .dataloader import DataLoaderNeeds
+
+        return DataLoaderNeeds()
 
 
 CODEC_ALIASES = {"libsvtav1": "av1", "libaom-av1": "av1", "libdav1d": "av1", "h265": "hevc", "libx265": "hevc",

@@ -29,6 +29,14 @@ class MissingFilesError(DlError):
         )
 
 
+class SourceFileNotFoundError(DlError, FileNotFoundError):
+    """A file the source was asked for does not exist; the message names its URL."""
+
+
+class UnsafePathError(DlError):
+    """A dataset-relative path is absolute or leaves the dataset root (`..`)."""
+
+
 class TimestampToleranceError(DlError):
     """A decoded frame's timestamp is farther than `tolerance_s` from the queried timestamp."""
 

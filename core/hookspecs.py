@@ -2,7 +2,10 @@
 callback built by the host (see `dl.registry`), so validation and name clashes live in one place.
 
 A plugin module implements any subset with `@dl.hookimpl` and is listed under the `dl` entry-point
-group of its distribution. The hooks fire once, when `dl.plugins_manager.load_plugins()` first runs.
+group of its distribution. The hooks fire once per process, when `dl.plugins_manager.load_plugins()`
+first runs (the first `dl` command, `dl.make_dataset()` call or benchmark run that needs a plugin).
+Every factory takes its kind's positional arguments, then its own options as keyword arguments with
+defaults (`dl plugins` lists them; an option a factory does not take is refused before anything runs).
 """
 
 import pluggy
@@ -18,8 +21,8 @@ def register_sources(register):
 
 @hookspec
 def register_loaders(register):
-    """Register loaders: `factory(meta: dl.DatasetMeta, decoder: dl.Decoder, config: dl.LoaderConfig)
-    -> torch.utils.data.Dataset | IterableDataset`."""
+    """Register loaders: `factory(meta: dl.DatasetMeta, decoder: dl.Decoder, config: dl.LoaderConfig,
+    **options)` -> a torch `Dataset` or `IterableDataset` satisfying `dl.loader.Loader`."""
 
 
 @hookspec

@@ -1,10 +1,10 @@
 """The typed registry the `register_*` hooks fill: one table of named factories per plugin kind."""
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import PluginClashError, PluginError
+from .plugin_options import FactoryOptions, factory_options
 
 KINDS = ("source", "loader", "decoder", "scheduler")
 
@@ -21,6 +21,7 @@ class PluginEntry:
         distribution: the installed distribution that provides it ("dl" for built-ins).
         version: that distribution's version.
         module: the plugin module that registered it.
+        options: the factory's options (keyword parameters after the kind's positional ones).
     """
 
     kind: str
@@ -30,6 +31,7 @@ class PluginEntry:
     distribution: str
     version: str
     module: str
+    options: FactoryOptions
 
 
 class Registry:
@@ -47,9 +49,12 @@ class Registry:
                 raise PluginError(f"{distribution} ({module}) registers {kind} {name!r}: names are identifiers.")
             if not callable(factory):
                 raise PluginError(f"{distribution} ({module}) registers {kind} {name!r} with a non-callable.")
+            try:
+                options = factory_options(kind, factory)
+            except TypeError as exc:
+                raise PluginError(f"{distribution} ({module}) registers {kind} {name!r}: {exc}.") from None
             doc = description or (factory.__doc__ or "").strip().split("\n")[0]
-            entry = PluginEntry(kind, name, factory, doc, distribution, version, module)
-            self.add(entry)
+            self.add(PluginEntry(kind, name, factory, doc, distribution, version, module, options))
 
         return register
 
@@ -76,31 +81,37 @@ class Registry:
                 "and any that failed to load."
             ) from None
 
-    def create(self, kind: str, name: str, *args, **kwargs):
-        """Build the named implementation and check it satisfies its kind's interface (`interfaces()`).
+    def check_options(self, kind: str, name: str, options: dict) -> PluginEntry:
+        """Check that the named plugin takes `options`, before anything is built (so `dl run` fails at once).
 
         Raises:
-            PluginError: unknown name, options the factory does not take, or the factory returned an
-                object of the wrong type.
+            PluginError: unknown name, or options it does not take / required ones missing; the message
+                lists the options it accepts, with their defaults.
         """
         entry = self.get(kind, name)
-        try:
-            signature = inspect.signature(entry.factory)
-        except ValueError:  # some builtins have none; the call itself will complain
-            signature = None
-        if signature is not None:
-            try:
-                signature.bind(*args, **kwargs)
-            except TypeError as exc:
-                raise PluginError(f"{kind} plugin {name!r} ({entry.distribution}) cannot take these options: "
-                                  f"{exc}. It accepts {signature}.") from None
-        obj = entry.factory(*args, **kwargs)
-        expected = interfaces()[kind]
-        if not isinstance(obj, expected):
-            raise PluginError(
-                f"{kind} plugin {name!r} from {entry.distribution} {entry.version} returned "
-                f"{type(obj).__name__}, not a {expected.__module__}.{expected.__qualname__}."
-            )
+        unknown, missing = entry.options.unknown(options), entry.options.missing(options)
+        if unknown or missing:
+            problem = (f"does not take {_names(unknown)}" if unknown else "") + (" and " if unknown and missing else "")
+            problem += f"needs {_names(missing)}" if missing else ""
+            flag = f"--{kind}-option KEY=VALUE"
+            raise PluginError(f"{kind} {name!r} ({entry.distribution}) {problem}. It accepts: "
+                              f"{entry.options.describe()} (set them with {flag}).")
+        return entry
+
+    def create(self, kind: str, name: str, *args, **options):
+        """Build the named implementation from the kind's positional arguments and its options, and check
+        it satisfies its kind's interface (`interfaces()`).
+
+        Raises:
+            PluginError: unknown name, options it does not take, or the factory returned an object of the
+                wrong type (the message names what is missing).
+        """
+        entry = self.check_options(kind, name, options)
+        obj = entry.factory(*args, **options)
+        missing = interface_gaps(kind, obj)
+        if missing:
+            raise PluginError(f"{kind} plugin {name!r} from {entry.distribution} {entry.version} returned "
+                              f"{type(obj).__name__}, which is not a dl {kind}: {missing}.")
         return obj
 
     def names(self, kind: str) -> list[str]:
@@ -112,12 +123,35 @@ class Registry:
         return sorted(self._entries.values(), key=lambda e: (KINDS.index(e.kind), e.name))
 
 
-def interfaces() -> dict[str, type]:
-    """The type each kind's factory must return."""
+def _names(names: list[str]) -> str:
+    return ("option " if len(names) == 1 else "options ") + ", ".join(names)
+
+
+def interface_gaps(kind: str, obj) -> str:
+    """What `obj` lacks to be an implementation of `kind` ("" when nothing): sources, decoders and schedulers
+    subclass `dl.Source`, `dl.Decoder`, `dl.Scheduler`; a loader is a torch `Dataset` satisfying the
+    `dl.loader.Loader` protocol."""
+    if kind != "loader":
+        expected = interfaces()[kind]
+        return "" if isinstance(obj, expected) else f"not a {expected.__module__}.{expected.__qualname__}"
     import torch.utils.data
 
+    from .loader import Loader
+
+    if not isinstance(obj, torch.utils.data.Dataset):
+        return "not a torch.utils.data.Dataset or IterableDataset"
+    if not isinstance(obj, Loader):
+        members = dir(obj)
+        lacking = [m for m in ("meta", "decoder", "config", "episodes", "dataloader_needs") if m not in members]
+        return f"lacks {', '.join(lacking)} of the dl.loader.Loader protocol"
+    return ""
+
+
+def interfaces() -> dict[str, type]:
+    """The base class each kind's factory must return (a loader: see `interface_gaps`)."""
     from .decoder import Decoder
+    from .loader import Loader
     from .scheduler import Scheduler
     from .source import Source
 
-    return {"source": Source, "loader": torch.utils.data.Dataset, "decoder": Decoder, "scheduler": Scheduler}
+    return {"source": Source, "loader": Loader, "decoder": Decoder, "scheduler": Scheduler}

@@ -1,6 +1,8 @@
 """Exact mid-epoch resume from counters alone.
 
-The trainer saves `{"epoch", "batches_consumed", "batch_size", "config_hash"}`. With an IterableDataset,
+The trainer saves `{"epoch", "batches_consumed", "batch_size", "invariants"}`. With a map-style loader the
+DataLoader delivers batches in its sampler's order, so the position is `batches_consumed * batch_size`
+samples into the epoch's order, whatever the workers. With an IterableDataset,
 DataLoader worker `w` builds whole batches from its own stream and the DataLoader hands them out
 round-robin over the workers that still have data, so from the batches consumed and each worker's sample
 count for the epoch (a pure function of the partition), every worker can re-derive how many samples it had
@@ -55,47 +57,55 @@ def resume_point(batches_consumed: int, batch_size: int, worker_samples: list[in
 
 
 class ResumableDataLoader(torch.utils.data.DataLoader):
-    """A DataLoader over a resumable IterableDataset (the `pool` loader) that counts the batches it
-    delivers, so its state is a few counters; it also advances the dataset's epoch on every `iter()`.
+    """A DataLoader over a `dl.loader.Resumable` loader (`map`, `pool`) that counts the batches it delivers,
+    so its state is a few counters; each `iter()` reads the loader's next epoch.
 
-    `state_dict()` -> `{"epoch", "batches_consumed", "batch_size", "config_hash"}`; the same state serves
-    every rank. `load_state_dict(state)` makes the next `iter()` continue exactly where that state was taken.
+    `state_dict()` -> `{"epoch", "batches_consumed", "batch_size", "invariants"}` (JSON-able); the same
+    state serves every rank. `load_state_dict(state)` makes the next `iter()` continue exactly where that
+    state was taken. Build it with `dl.dataloader.build_dataloader`, which passes what the loader's plugins
+    need (a sampler, a start method).
 
     Raises (load_state_dict):
-        ResumeError: the state was saved with another configuration (episodes, pool size, world size,
-            workers, seed, batch size).
+        ResumeError: the state was saved under other invariants (`Resumable.resume_invariants`: episodes,
+            seed, world size, batch size...); the message names each one that differs.
     """
 
-    def __init__(self, dataset, batch_size: int = 1, num_workers: int = 0, **kwargs):
+    def __init__(self, dataset, batch_size: int | None = 1, num_workers: int = 0, **kwargs):
         super().__init__(dataset, batch_size=batch_size, num_workers=num_workers, **kwargs)
         self._epoch, self._consumed = dataset.epoch, 0
 
-    def _hash(self) -> str:
-        return self.dataset.config_hash(self.num_workers, self.batch_size)
+    def _invariants(self) -> dict:
+        return json.loads(json.dumps(self.dataset.resume_invariants(self.batch_size, self.num_workers)))
 
     def __iter__(self):
         self._epoch = self.dataset.epoch
         self._consumed = self.dataset.resume_batches()
-        iterator = super().__iter__()
-        # workers got their copy of the dataset above; in this process, move on to the next epoch
-        self.dataset.set_epoch(self._epoch + 1)
-        for batch in iterator:
+        advanced = False
+        for batch in super().__iter__():
+            if not advanced:
+                # by now every copy that reads this epoch has started it (forked or spawned workers, a
+                # map-style sampler, or this process); move this process's copy on to the next epoch
+                self.dataset.set_epoch(self._epoch + 1)
+                advanced = True
             self._consumed += 1
             yield batch
+        if not advanced:
+            self.dataset.set_epoch(self._epoch + 1)
 
     def state_dict(self) -> dict:
-        """Counters only: the epoch being read and the batches delivered from it."""
+        """Counters only: the epoch being read, the batches delivered from it, and the invariants."""
         return {"epoch": self._epoch, "batches_consumed": self._consumed, "batch_size": self.batch_size,
-                "config_hash": self._hash()}
+                "invariants": self._invariants()}
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from `state_dict()` output (of this or any rank)."""
-        if state.get("config_hash") != self._hash() or state.get("batch_size") != self.batch_size:
-            raise ResumeError(
-                f"the saved loader state (config hash {state.get('config_hash')}, batch size "
-                f"{state.get('batch_size')}) does not match this loader ({self._hash()}, {self.batch_size}): "
-                "the episodes, episode_pool_size, world size, num_workers, seed or batch size changed. Resume "
-                "with the saved configuration, or start a fresh epoch without load_state_dict()."
-            )
+        saved, now = state.get("invariants", {}), self._invariants()
+        if state.get("batch_size") != self.batch_size:
+            saved, now = {**saved, "batch_size": state.get("batch_size")}, {**now, "batch_size": self.batch_size}
+        changed = sorted(k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k))
+        if changed:
+            diffs = "; ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
+            raise ResumeError(f"the saved loader state does not fit this loader ({diffs}). Resume with the "
+                              "saved configuration, or start a fresh epoch without load_state_dict().")
         self.dataset.resume_from(state["epoch"], state["batches_consumed"], state["batch_size"])
         self._iterator = None  # persistent workers hold an old copy of the dataset: start fresh ones

@@ -1,13 +1,34 @@
-"""Where a dataset's files live. Every source is an fsspec filesystem plus a root; local, hub and bucket
-sources differ only in the filesystem they build, so metadata, tabular reads and decoding share code."""
+"""The source contract: where a dataset's files live, and the one read path every byte dl reads takes.
+
+Metadata (`meta/info.json`, `meta/episodes/`, `meta/tasks.parquet`, `meta/stats.json`), data parquet and
+video all go through a `Source`'s few methods: `list_files`, `open`, `read_bytes`, `fingerprint`, `video_input`,
+plus the admission signal (`admit` / `release`) loaders send before and after they need an episode's
+files. A wrapper that overrides these methods (retries, request counters, a local cache, prefetch) sees
+every read.
+"""
 
 import os
 import posixpath
+from dataclasses import dataclass
 from functools import cached_property
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
+from .errors import SourceFileNotFoundError, UnsafePathError
+
+if TYPE_CHECKING:
+    import fsspec
+
+    from .dataloader import DataLoaderNeeds
+
+
+@dataclass(frozen=True)
+class FileSpan:
+    """Bytes of one file an episode needs: `path` relative to the root, `[start, end)` in bytes, or the
+    whole file when both are None."""
+
+    path: str
+    start: int | None = None
+    end: int | None = None
 
 
 class Source:
@@ -18,12 +39,14 @@ class Source:
         root: the dataset root on `fs` (a path, without protocol).
         name: the plugin name that built it, for messages and results.
 
-    Paths given to the methods are relative to the root, with "/" separators, as in info.json.
-    The filesystem is rebuilt once in each forked process (DataLoader workers): an instance inherited across
-    fork may share open files or connections with its parent, and interleaved reads corrupt each other.
+    Paths given to the methods are relative to the root, with "/" separators, as in info.json; one that
+    is absolute or climbs out of the root with `..` raises `UnsafePathError`. The root is trusted: a
+    symbolic link inside it is followed wherever it points. The filesystem is rebuilt once in each forked
+    process (DataLoader workers): an instance inherited across fork may share open files or connections
+    with its parent, and interleaved reads corrupt each other.
     """
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, name: str):
+    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str):
         self.root, self.name = root.rstrip("/"), name
         self._fs, self._pid = fs, os.getpid()
 
@@ -31,7 +54,7 @@ class Source:
         return f"{type(self).__name__}({self.url!r})"
 
     @property
-    def fs(self) -> fsspec.AbstractFileSystem:
+    def fs(self) -> "fsspec.AbstractFileSystem":
         """This process's filesystem instance."""
         if self._pid != os.getpid():
             # fsspec's instance cache is per process, so this makes a fresh instance after fork
@@ -48,30 +71,98 @@ class Source:
     @property
     def is_local(self) -> bool:
         """Whether files are plain local paths (decoders may then open them by path)."""
+        from fsspec.implementations.local import LocalFileSystem
+
         return isinstance(self.fs, LocalFileSystem)
 
     def path(self, rel: str) -> str:
-        """The full path of `rel` on `fs`."""
-        return posixpath.join(self.root, rel)
+        """The full path of `rel` on `fs`.
 
-    def exists(self, rel: str) -> bool:
-        """Whether `rel` exists."""
-        return self.fs.exists(self.path(rel))
+        Raises:
+            UnsafePathError: `rel` is absolute or leaves the root (`..`), e.g. from an info.json template.
+        """
+        clean = posixpath.normpath(rel.replace("\\", "/"))
+        if rel.startswith(("/", "\\")) or clean == ".." or clean.startswith("../") or ":" in clean.split("/")[0]:
+            raise UnsafePathError(f"{rel!r} escapes the dataset root {self.url}: dl reads only files under the "
+                                  "root. Fix the path (or the info.json template it came from).")
+        return posixpath.join(self.root, clean) if clean != "." else self.root
 
-    def glob(self, pattern: str) -> list[str]:
-        """Relative paths matching a glob pattern under the root, sorted."""
-        return sorted(posixpath.relpath(p, self.root or ".") for p in self.fs.glob(self.path(pattern)))
+    def list_files(self, folder: str) -> dict[str, int]:
+        """Every file under `folder` (recursively), as `{path relative to the root: size in bytes}`, sorted.
+        One listing request per call; a missing folder lists as `{}`. `DatasetMeta.load` lists each top
+        folder once per run and keeps the result, so loaders never list again."""
+        base = self.path(folder)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        prefix = self.root + "/" if self.root else ""
+        out = {}
+        for full, info in found.items():
+            if info.get("type", "file") == "directory":
+                continue
+            full = self.fs._strip_protocol(full)
+            out[full[len(prefix):] if full.startswith(prefix) else posixpath.relpath(full, self.root)] = int(
+                info.get("size") or 0)
+        return dict(sorted(out.items()))
 
     def open(self, rel: str) -> BinaryIO:
-        """Open `rel` for binary reading (seekable)."""
-        return self.fs.open(self.path(rel), "rb")
+        """Open `rel` for binary reading (seekable).
+
+        Raises:
+            SourceFileNotFoundError: no such file (also a `FileNotFoundError`).
+        """
+        try:
+            return self.fs.open(self.path(rel), "rb")
+        except FileNotFoundError:
+            raise SourceFileNotFoundError(f"{self.url}/{rel} does not exist.") from None
+
+    def read_bytes(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
+        """The bytes `[start, end)` of `rel` (the whole file by default; negative offsets count from the end,
+        as in fsspec's `cat_file`).
+
+        Raises:
+            SourceFileNotFoundError: no such file.
+        """
+        try:
+            return self.fs.cat_file(self.path(rel), start=start, end=end)
+        except FileNotFoundError:
+            raise SourceFileNotFoundError(f"{self.url}/{rel} does not exist.") from None
 
     def fingerprint(self, rel: str) -> str:
-        """A string that changes when `rel` changes, for cache keys: fsspec's `ukey` (a hash of the file's
-        info: size and mtime locally, ETag on object stores)."""
-        return self.fs.ukey(self.path(rel))
+        """A string that changes when `rel` changes and stays equal while it does not, in any process: built
+        from the file's own facts (size plus mtime, ETag, checksum or CRC, whichever the filesystem reports),
+        never from object identity. Keys dl's caches.
+
+        Raises:
+            SourceFileNotFoundError: no such file.
+        """
+        try:
+            info = self.fs.info(self.path(rel))
+        except FileNotFoundError:
+            raise SourceFileNotFoundError(f"{self.url}/{rel} does not exist.") from None
+        facts = [f"size={info.get('size')}"]
+        for key in ("mtime", "LastModified", "last_modified", "updated", "ETag", "etag", "md5Hash", "crc32c", "CRC",
+                    "checksum", "blob_id"):
+            if info.get(key) is not None:
+                facts.append(f"{key}={info[key]}")
+        return ";".join(facts)
 
     def video_input(self, rel: str) -> str | BinaryIO:
         """What a decoder opens for the video `rel`: a local path when the file is on local disk, else a
-        seekable file object. Remote sources may override this to cache files locally."""
+        seekable file object. Remote sources may override this to hand out a locally cached copy."""
         return self.path(rel) if self.is_local else self.open(rel)
+
+    def admit(self, key: object, files: list[FileSpan]) -> None:
+        """A loader will soon read `files` for `key` (an episode index): a remote source may start fetching
+        them. Called in the process that will read (a DataLoader worker), before the first read. No-op here."""
+
+    def release(self, key: object) -> None:
+        """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.
+        No-op here."""
+
+    def dataloader_needs(self) -> "DataLoaderNeeds":
+        """What this source needs of the DataLoader (see `dl.dataloader`); nothing by default."""
+        from .dataloader import DataLoaderNeeds
+
+        return DataLoaderNeeds()

@@ -1,12 +1,9 @@
-"""Who is reading: the rank and world size of a distributed job and the DataLoader worker, in one place.
-Every (rank x worker) pair is one consumer of the data."""
+"""Who is reading: the rank and world size of a distributed job and the DataLoader worker, resolved in one
+place. Every (rank x worker) pair is one consumer of the data."""
 
 import os
 import sys
 from dataclasses import dataclass
-
-import torch.distributed
-import torch.utils.data
 
 from .errors import DlError
 
@@ -32,40 +29,78 @@ class World:
         return self.world_size * self.num_workers
 
 
-def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
-    """(rank, world_size) from the arguments, else an initialized torch.distributed process group, else
-    accelerate's state (when accelerate is in use), else the `RANK` / `WORLD_SIZE` environment variables
-    (torchrun, SLURM launchers), else (0, 1).
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in a distributed job, and where that was read from.
+
+    Attributes:
+        rank, world_size: global rank in [0, world_size).
+        local_rank: rank among the processes of this node.
+        source: "arguments", "torch.distributed", "accelerate", "env" (RANK / WORLD_SIZE, as torchrun
+            sets), "slurm" (SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID) or "default" (one process).
+    """
+
+    rank: int
+    world_size: int
+    local_rank: int
+    source: str
+
+
+def resolve_ranks(rank: int | None = None, world_size: int | None = None) -> Ranks:
+    """This process's rank and world size, from the first of: the arguments; an initialized
+    torch.distributed process group; accelerate's state (when the trainer initialized it); the `RANK` /
+    `WORLD_SIZE` / `LOCAL_RANK` environment (torchrun, accelerate launch, dl's local scheduler); SLURM's
+    `SLURM_PROCID` / `SLURM_NTASKS` / `SLURM_LOCALID` (a task of `srun`); else rank 0 of 1.
 
     Raises:
-        DlError: only one of rank / world_size given, or rank outside [0, world_size).
+        DlError: only one of rank / world_size given, a non-integer environment value, or rank outside
+            [0, world_size).
     """
     if (rank is None) != (world_size is None):
         raise DlError("give both rank and world_size, or neither (they are then read from torch.distributed, "
-                      "accelerate or the RANK / WORLD_SIZE environment variables).")
-    if rank is None:
-        rank, world_size = _detected()
-    if not 0 <= rank < world_size:
-        raise DlError(f"rank {rank} is outside [0, world_size={world_size}).")
-    return rank, world_size
+                      "accelerate, RANK / WORLD_SIZE or SLURM_PROCID / SLURM_NTASKS).")
+    found = Ranks(rank, world_size, _env_int("LOCAL_RANK", rank), "arguments") if rank is not None else _detected()
+    if not 0 <= found.rank < found.world_size:
+        raise DlError(f"rank {found.rank} is outside [0, world_size={found.world_size}) (from {found.source}).")
+    return found
 
 
-def _detected() -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+def _detected() -> Ranks:
+    if "torch" in sys.modules:
+        import torch.distributed
+
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank = torch.distributed.get_rank()
+            return Ranks(rank, torch.distributed.get_world_size(), _env_int("LOCAL_RANK", rank), "torch.distributed")
     if "accelerate" in sys.modules:
         from accelerate.state import PartialState
 
         if PartialState._shared_state:  # initialized by the trainer; never initialize it from here
             state = PartialState()
-            return state.process_index, state.num_processes
+            return Ranks(state.process_index, state.num_processes, state.local_process_index, "accelerate")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    return 0, 1
+        rank = _env_int("RANK", 0)
+        return Ranks(rank, _env_int("WORLD_SIZE", 1), _env_int("LOCAL_RANK", rank), "env")
+    if "SLURM_PROCID" in os.environ and "SLURM_NTASKS" in os.environ:
+        rank = _env_int("SLURM_PROCID", 0)
+        return Ranks(rank, _env_int("SLURM_NTASKS", 1), _env_int("SLURM_LOCALID", rank), "slurm")
+    return Ranks(0, 1, 0, "default")
+
+
+def _env_int(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise DlError(f"environment variable {name}={value!r} is not an integer.") from None
 
 
 def current_world(rank: int, world_size: int) -> World:
     """The World of the calling process: `rank`/`world_size` plus the DataLoader worker it runs in."""
+    import torch.utils.data
+
     info = torch.utils.data.get_worker_info()
     if info is None:
         return World(rank, world_size)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dl.sample_dataset import SampleDatasetConfig, write_sample_dataset
+from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
-SMALL = SampleDatasetConfig(episodes=6, frames_per_episode=(20, 40), cameras=2, codec="h264", gop=4,
+SMALL = SyntheticConfig(episodes=6, frames_per_episode=(20, 40), cameras=2, codec="h264", gop=4,
                             episodes_per_file=3, row_group_size=16)
 
 
@@ -40,9 +40,9 @@ def dataset_factory(tmp_path_factory):
     made = {}
 
     def make(**fields):
-        config = SampleDatasetConfig(**{**SMALL.__dict__, **fields})
+        config = SyntheticConfig(**{**SMALL.__dict__, **fields})
         if config not in made:
-            made[config] = write_sample_dataset(tmp_path_factory.mktemp("ds") / "dataset", config)
+            made[config] = write_synthetic_dataset(tmp_path_factory.mktemp("ds") / "dataset", config)
         return made[config]
 
     return make

@@ -9,7 +9,7 @@ import torch.utils.data
 from torch.utils.data import default_collate
 
 import dl
-from dl.sample_dataset import camera_key
+from dl.testing.synthetic import camera_key
 
 FPS = 30
 CAM0 = camera_key(0)
@@ -18,7 +18,7 @@ TABULAR = dict(episodes=7, frames_per_episode=(5, 15), cameras=0, episodes_per_f
 # one camera, for resume (frames compared sample by sample) and pool memory figures
 VIDEO = dict(episodes=5, frames_per_episode=(10, 30), cameras=1, codec="h264", gop=4, episodes_per_file=3)
 # every episode in one file and one row group ("collapsed"): 64 episodes x 80 rows = 5120 rows, more than
-# the 4096-row batches dl.tabular streams, so an early episode can be read without reading the whole file
+# the 4096-row batches dl.format.tabular streams, so an early episode can be read without reading the whole file
 COLLAPSED = dict(episodes=64, frames_per_episode=(80, 80), cameras=0, episodes_per_file=64, row_group_size=None)
 TABULAR_BYTES_PER_FRAME = 6 * 4 + 6 * 4 + 4 + 4 * 8  # state, action (float32 x 6), timestamp, four int64
 
@@ -28,9 +28,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create .* w
 
 
 
-def pool(root, *, seed=0, episodes=None, delta_timestamps=None, image_dtype="uint8", **options):
-    return dl.make_dataset(str(root), loader="pool", seed=seed, episodes=episodes,
-                           delta_timestamps=delta_timestamps, image_dtype=image_dtype, options=options)
+def pool(root, *, seed=0, episodes=None, delta_timestamps=None, image_dtype="uint8", rank=None, world_size=None,
+         **options):
+    return dl.make_dataset(str(root), loader="pool", seed=seed, episodes=episodes, rank=rank, world_size=world_size,
+                           delta_timestamps=delta_timestamps, image_dtype=image_dtype, loader_options=options)
 
 
 def tagged(samples):

@@ -20,10 +20,12 @@ from cli_helpers import (
     rounding_slack,
 )
 
-import dl.benchmark
-from dl.benchmark import RunFailed, run_benchmark
-from dl.sample_dataset import DATASET_TAG, camera_key
-from dl.spec import RunSpec
+import dl.bench.runner
+from dl.bench.default_dataset import DATASET_TAG
+from dl.bench.runner import RunFailed, run_benchmark
+from dl.bench.spec import RunSpec
+from dl.dataloader import DataLoaderNeeds
+from dl.testing.synthetic import camera_key
 
 # ------------------------------------------------------------------------------ the main benchmark
 
@@ -44,7 +46,8 @@ def test_run_writes_four_ok_results(four_runs):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = result_files(out)
     assert [p.stem for p in files] == sorted(RUN_NAMES)
-    assert sorted(p.name for p in (out / "specs").glob("*.json")) == sorted(f"{n}.json" for n in RUN_NAMES)
+    assert sorted(p.name for p in (out / "specs").glob("*.json")) == sorted(
+        [f"{n}.json" for n in RUN_NAMES] + ["metadata.json", "submission.json"])
     for path in files:
         result = json.loads(path.read_text())
         assert result["status"] == "ok", result
@@ -233,36 +236,54 @@ def test_warmup_longer_than_the_dataset_runs_more_epochs(dataset_factory, tmp_pa
     assert data["epochs_completed"] >= 3  # 10 warm-up batches of 3 per epoch
 
 
-class _Empty(torch.utils.data.IterableDataset):
+class _Empty:
+    """A loader (dl.loader.Loader) over the real one's dataset that yields nothing."""
+
+    def __init__(self, real):
+        self.meta, self.decoder, self.config, self.episodes = real.meta, real.decoder, real.config, real.episodes
+
+    def dataloader_needs(self):
+        return DataLoaderNeeds()
+
+
+class _EmptyStream(_Empty, torch.utils.data.IterableDataset):
     def __iter__(self):
         return iter(())
 
 
+class _EmptyMap(_Empty, torch.utils.data.Dataset):
+    def __len__(self):
+        return 0
+
+    def __getitem__(self, i):
+        raise IndexError(i)
+
+
 def _empty_build(kind):
-    real = dl.benchmark._build
+    real = dl.bench.runner._build
 
     def build(spec):
-        dataset, meta, decoder, resolved = real(spec)
-        empty = _Empty() if kind == "iterable" else torch.utils.data.Subset(dataset, [])
-        return empty, meta, decoder, resolved
+        built, delta = real(spec)
+        built.loader = (_EmptyStream if kind == "iterable" else _EmptyMap)(built.loader)
+        return built, delta
 
     return build
 
 
 def test_zero_samples_fails_loudly(small_dataset, monkeypatch, tmp_path):
-    monkeypatch.setattr(dl.benchmark, "_build", _empty_build("iterable"))
+    monkeypatch.setattr(dl.bench.runner, "_build", _empty_build("iterable"))
     spec = RunSpec(root=str(small_dataset), num_workers=0, duration=0.5, warmup_batches=0, single_proc_samples=2)
     with pytest.raises(RunFailed, match="0 samples"):
         run_benchmark(spec)
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
     spec_path.write_text(json.dumps(spec.to_dict()))
-    assert dl.benchmark.main([str(spec_path), str(result_path)]) == 1
+    assert dl.bench.runner.main([str(spec_path), str(result_path)]) == 1
     data = json.loads(result_path.read_text())
     assert data["status"] == "failed" and "0 samples" in data["error"] and data["name"] == spec.name
 
 
 def test_zero_samples_map_dataset_fails_with_run_failed(small_dataset, monkeypatch):
-    monkeypatch.setattr(dl.benchmark, "_build", _empty_build("map"))
+    monkeypatch.setattr(dl.bench.runner, "_build", _empty_build("map"))
     spec = RunSpec(root=str(small_dataset), num_workers=0, duration=0.5, warmup_batches=0, single_proc_samples=2)
     with pytest.raises(RunFailed, match="0 samples"):
         run_benchmark(spec)

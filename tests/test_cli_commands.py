@@ -1,4 +1,4 @@
-"""End-to-end tests of `dl info`, `dl sample-dataset` and the help texts."""
+"""End-to-end tests of `dl info`, `dl synthetic-dataset` and the help texts."""
 
 import json
 import subprocess
@@ -11,7 +11,7 @@ from cli_helpers import (
 from click.testing import CliRunner
 
 from dl.cli.main import cli
-from dl.sample_dataset import camera_key
+from dl.testing.synthetic import camera_key
 
 # ------------------------------------------------------------------------------------- dl info
 
@@ -20,7 +20,7 @@ def test_info_summary(small_dataset):
     result = invoke("info", small_dataset)
     assert result.exit_code == 0, result.output
     text = result.output
-    from dl.metadata import DatasetMeta
+    from dl.format.metadata import DatasetMeta
     from dl.plugins.local_source import local_source
 
     total = DatasetMeta.load(local_source(str(small_dataset))).total_frames
@@ -69,12 +69,12 @@ def test_info_codec_alias_is_not_a_disagreement(dataset_factory):
     assert "libx264" in result.output and "disagrees" not in result.output
 
 
-# ------------------------------------------------------------------------------ dl sample-dataset
+# ------------------------------------------------------------------------------ dl synthetic-dataset
 
 
-def test_sample_dataset_then_info(tmp_path):
+def test_synthetic_dataset_then_info(tmp_path):
     target = tmp_path / "x"
-    result = invoke("sample-dataset", target, "--episodes", "2", "--frames", "10", "--cameras", "1", "--codec",
+    result = invoke("synthetic-dataset", target, "--episodes", "2", "--frames", "10", "--cameras", "1", "--codec",
                     "h264")
     assert result.exit_code == 0, result.output
     assert "wrote 2 episodes" in result.output
@@ -87,12 +87,12 @@ def test_sample_dataset_then_info(tmp_path):
     assert camera_key(0) in result.output and camera_key(1) not in result.output
     assert "h264" in result.output and "all data and video files present" in result.output
     # the target now exists: writing again refuses
-    again = CliRunner().invoke(cli, ["sample-dataset", str(target), "--episodes", "1"])
+    again = CliRunner().invoke(cli, ["synthetic-dataset", str(target), "--episodes", "1"])
     assert again.exit_code != 0
 
 
-def test_sample_dataset_bad_config(tmp_path):
-    result = invoke("sample-dataset", tmp_path / "y", "--size", "100x64")
+def test_synthetic_dataset_bad_config(tmp_path):
+    result = invoke("synthetic-dataset", tmp_path / "y", "--size", "100x64")
     assert result.exit_code == 2 and "width" in result.output
     assert not (tmp_path / "y").exists()
 
@@ -103,7 +103,7 @@ def test_sample_dataset_bad_config(tmp_path):
 def test_help_texts():
     top = invoke("--help")
     assert top.exit_code == 0
-    for command in ("run", "info", "plugins", "sample-dataset"):
+    for command in ("run", "info", "plugins", "synthetic-dataset"):
         assert command in top.output
     words = " ".join(top.output.split())
     assert "with no --root: on an embedded synthetic dataset dl generates once" in words

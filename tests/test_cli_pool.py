@@ -17,8 +17,8 @@ def dl_run(*args, cwd):
 @pytest.mark.slow
 def test_pool_run_reports_pool_figures_and_resume(small_dataset, tmp_path):
     out = tmp_path / "out"
-    done = dl_run("--root", str(small_dataset), "--loader", "pool", "--episode-pool-size", "2", "--num-workers",
-                  "2", "--out-dir", str(out), *QUICK, cwd=tmp_path)
+    done = dl_run("--root", str(small_dataset), "--loader", "pool", "--loader-option", "episode_pool_size=2",
+                  "--num-workers", "2", "--out-dir", str(out), *QUICK, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads((out / "pool-cpu-single-w2.json").read_text())
     assert result["status"] == "ok" and result["samples_per_s"] > 0
@@ -29,7 +29,7 @@ def test_pool_run_reports_pool_figures_and_resume(small_dataset, tmp_path):
     assert 0 < stats["shuffle_randomness_consumer_ideal"] <= 1
     assert result["resume_first_batch_s"] > 0
     state = result["resume_state"]
-    assert set(state) == {"epoch", "batches_consumed", "batch_size", "config_hash"} and state["batch_size"] == 4
+    assert set(state) == {"epoch", "batches_consumed", "batch_size", "invariants"} and state["batch_size"] == 4
     assert "episodes_admitted" in done.stdout  # the table shows the loader's figures
 
 
@@ -37,7 +37,7 @@ def test_pool_run_reports_pool_figures_and_resume(small_dataset, tmp_path):
 def test_two_rank_scenario_writes_rank_results_and_a_merged_line(small_dataset, tmp_path):
     out = tmp_path / "out"
     done = dl_run("--root", str(small_dataset), "--scenario", "stream_local_2rank", "--num-workers", "1",
-                  "--episode-pool-size", "2", "--out-dir", str(out), *QUICK, cwd=tmp_path)
+                  "--loader-option", "episode_pool_size=2", "--out-dir", str(out), *QUICK, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     name = "stream_local_2rank-cpu-single-w1-r2"
     ranks = [json.loads((out / f"{name}-rank{r}.json").read_text()) for r in (0, 1)]

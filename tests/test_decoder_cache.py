@@ -15,7 +15,7 @@ import torch.utils.data
 
 import dl
 from dl.decoder_cache import DecoderCache
-from dl.sample_dataset import read_frame_code
+from dl.testing.synthetic import read_frame_code
 
 
 class Opener:

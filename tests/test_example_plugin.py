@@ -17,9 +17,9 @@ from plugin_helpers import BUILTINS, CAMERA, EXAMPLE, run_dl
 
 from dl.config import LoaderConfig
 from dl.errors import DlError
-from dl.metadata import DatasetMeta
+from dl.format.metadata import DatasetMeta
 from dl.plugins_manager import load_plugins
-from dl.sample_dataset import SampleDatasetConfig, read_frame_code, write_sample_dataset
+from dl.testing.synthetic import SyntheticConfig, read_frame_code, write_synthetic_dataset
 
 # --- the example plugin: examples/dl-example-zip -------------------------------------------------------
 
@@ -35,7 +35,7 @@ def example_site(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    return write_sample_dataset(tmp_path_factory.mktemp("ds") / "ds", SampleDatasetConfig(
+    return write_synthetic_dataset(tmp_path_factory.mktemp("ds") / "ds", SyntheticConfig(
         episodes=4, frames_per_episode=(20, 30), cameras=1, episodes_per_file=2, codec="h264"))
 
 
@@ -65,7 +65,10 @@ def test_example_is_listed_by_dl_plugins(example_site):
     out = json.loads(proc.stdout)
     (zip_entry,) = [p for p in out["plugins"] if p["name"] == "zip"]
     assert zip_entry == {"kind": "source", "name": "zip", "distribution": "dl-example-zip", "version": "0.1.0",
-                         "module": "dl_example_zip", "description": zip_entry["description"]}
+                         "module": "dl_example_zip", "description": zip_entry["description"],
+                         "options": [{"name": "inner", "default": None, "required": False, "type": "str | None",
+                                      "help": zip_entry["options"][0]["help"]}], "accepts_any_option": False}
+    assert "holds meta/info.json" in zip_entry["options"][0]["help"]
     assert "zip" in zip_entry["description"] and out["errors"] == []
     assert {(p["kind"], p["name"]) for p in out["plugins"]} == {*BUILTINS, ("source", "zip")}
 

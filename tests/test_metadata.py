@@ -1,4 +1,4 @@
-"""Tests for dl.metadata (DatasetMeta.load / select / missing files), dl.episodes.parse_episodes and
+"""Tests for dl.format.metadata (DatasetMeta.load / select / missing files), dl.cli.options.parse_episodes and
 dl.errors.format_indices, on generated datasets and on the real open50 dataset (read-only)."""
 
 import json
@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dl.episodes import parse_episodes
+from dl.cli.options import parse_episodes
 from dl.errors import DatasetFormatError, DlError, MissingFilesError, format_indices
-from dl.metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta, VideoSpan
+from dl.format.metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta, VideoSpan
 from dl.plugins.cpu_decoder import CpuDecoder
 from dl.plugins.local_source import local_source
-from dl.sample_dataset import SampleDatasetConfig, camera_key, task_string
+from dl.testing.synthetic import SyntheticConfig, camera_key, task_string
 
 # the conftest SMALL dataset: 6 episodes, 3 per file, 2 cameras, h264
 SMALL_FIELDS = dict(episodes=6, frames_per_episode=(20, 40), cameras=2, codec="h264", gop=4, episodes_per_file=3,
@@ -40,7 +40,7 @@ def rewrite_parquet(path, edit):
 
 def test_load_info_fps_features_and_video_keys(small_dataset):
     meta = load(small_dataset)
-    cfg = SampleDatasetConfig(**SMALL_FIELDS)
+    cfg = SyntheticConfig(**SMALL_FIELDS)
     assert meta.fps == 30
     assert meta.video_keys == [camera_key(0), camera_key(1)] == ["observation.images.cam0", "observation.images.cam1"]
     assert list(meta.features) == ["observation.state", "action", *meta.video_keys, "timestamp", "frame_index",
@@ -61,7 +61,7 @@ def test_load_info_fps_features_and_video_keys(small_dataset):
 
 def test_episodes_match_generator_config(small_dataset):
     meta = load(small_dataset)
-    cfg = SampleDatasetConfig(**SMALL_FIELDS)
+    cfg = SyntheticConfig(**SMALL_FIELDS)
     lengths = cfg.episode_lengths().tolist()
     starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
     assert list(meta.episodes) == list(range(6))

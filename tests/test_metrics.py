@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from dl.metrics import distinct_episode_fraction, ideal_distinct_fraction, sample_latency_ms
-from dl.results import HEADLINE, flatten, read_results, write_csv
+from dl.bench.metrics import sample_latency_ms
+from dl.bench.results import HEADLINE, flatten, read_results, write_csv
+from dl.shuffle import distinct_episode_fraction, ideal_distinct_fraction
 
 
 def test_distinct_episode_fraction():

@@ -61,8 +61,8 @@ def source_plugin(*names: str) -> str:
 
 def test_builtins_come_from_dl_entry_points():
     mine = {e.name: e.value for e in entry_points(group="dl") if e.dist and e.dist.name == "dl"}
-    assert mine == {"local_source": "dl.plugins.local_source", "map_loader": "dl.plugins.map_loader",
-                    "pool_loader": "dl.plugins.pool_loader", "cpu_decoder": "dl.plugins.cpu_decoder",
+    assert mine == {"local_source": "dl.plugins.local_source", "map_loader": "dl.plugins.map",
+                    "pool_loader": "dl.plugins.pool", "cpu_decoder": "dl.plugins.cpu_decoder",
                     "local_scheduler": "dl.plugins.local_scheduler"}
 
 
@@ -78,6 +78,13 @@ def test_dl_plugins_json_lists_builtins():
         assert got[key]["version"] == version("dl")
         assert got[key]["module"] == module
         assert got[key]["description"]
+    pool = {o["name"]: o for o in got[("loader", "pool")]["options"]}
+    assert {k: (o["default"], o["required"]) for k, o in pool.items()} == {
+        "episode_pool_size": (16, False), "drop_last": (False, False)}
+    assert "episodes open at once per consumer" in pool["episode_pool_size"]["help"]
+    assert got[("loader", "map")]["options"] == []
+    cpu = {o["name"]: o["default"] for o in got[("decoder", "cpu")]["options"]}
+    assert cpu == {"cache_size": 64, "num_threads": 1, "seek_mode": "approximate"}
     kinds = [p["kind"] for p in out["plugins"]]
     assert kinds == sorted(kinds, key=["source", "loader", "decoder", "scheduler"].index)
 
@@ -86,10 +93,12 @@ def test_dl_plugins_json_lists_builtins():
 def test_dl_plugins_table_lists_builtins():
     proc = run_dl("plugins")
     assert proc.returncode == 0, proc.stderr
-    rows = {(r[0], r[1]): r for r in table_rows(proc.stdout) if len(r) == 5}
-    assert rows[("kind", "name")] == ["kind", "name", "distribution", "version", "description"]
+    rows = {(r[0], r[1]): r for r in table_rows(proc.stdout) if len(r) == 6}
+    assert rows[("kind", "name")] == ["kind", "name", "distribution", "version", "options", "description"]
     for key in BUILTINS:
         assert rows[key][2:4] == ["dl", version("dl")]
+    assert rows[("loader", "pool")][4] == "episode_pool_size=16, drop_last=False"
+    assert rows[("loader", "map")][4] == "none"
     assert "failed to load" not in proc.stdout
 
 
@@ -205,8 +214,8 @@ def test_invalid_registrations_are_rejected(plugin_module, monkeypatch, call, pr
 def test_create_rejects_an_object_of_the_wrong_kind(plugin_module):
     mod = plugin_module("@hookimpl\ndef register_decoders(register):\n    register('liar', dict, 'returns a dict')\n")
     registry = load_plugins(eps=[ep("liar", mod)], strict=True).registry
-    with pytest.raises(PluginError, match=r"decoder plugin 'liar' from unknown \? returned dict, not a "
-                                          r"dl\.decoder\.Decoder"):
+    with pytest.raises(PluginError, match=r"decoder plugin 'liar' from unknown \? returned dict, which is not a dl "
+                                          r"decoder: not a dl\.decoder\.Decoder"):
         registry.create("decoder", "liar")
 
 

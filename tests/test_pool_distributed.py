@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from dl.metadata import DatasetMeta
+from dl.format.metadata import DatasetMeta
 from dl.plugins.local_source import local_source
 
 WORLD_SIZE = 2
@@ -35,7 +35,7 @@ rank, world_size = dist.get_rank(), dist.get_world_size()
 # from here on only the process group can tell the loader who it is (not the launcher's environment)
 del os.environ["RANK"], os.environ["WORLD_SIZE"]
 try:
-    ds = dl.make_dataset(root, loader="pool", seed=11, options={"episode_pool_size": 2})
+    ds = dl.make_dataset(root, loader="pool", seed=11, loader_options={"episode_pool_size": 2})
     loader = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=2)
     mine = [i for batch in loader for i in batch["index"].tolist()]
     gathered = [None] * world_size

@@ -1,5 +1,5 @@
-"""Tests for the samples the map loader returns (dl.samples, dl.delta, plugins/map_loader, the cpu decoder):
-values checked against the generator's pure functions and against decoded frame codes."""
+"""Tests for the samples the map loader returns (dl.format.samples, dl.format.delta, dl.plugins.map, the cpu
+decoder): values checked against the generator's pure functions and against decoded frame codes."""
 
 import warnings
 
@@ -12,7 +12,7 @@ import torch.utils.data
 
 import dl
 from dl.errors import DlError, MissingFilesError, TimestampToleranceError, VideoDecodeError
-from dl.sample_dataset import action_value, camera_key, read_frame_code, state_value, task_string
+from dl.testing.synthetic import action_value, camera_key, read_frame_code, state_value, task_string
 
 FPS = 30
 CAMS = [camera_key(0), camera_key(1)]

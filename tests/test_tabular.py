@@ -1,4 +1,4 @@
-"""Tests for dl.tabular: per-episode row reads with row-group pruning, consistency checks against
+"""Tests for dl.format.tabular: per-episode row reads with row-group pruning, consistency checks against
 meta/episodes, Arrow -> numpy conversion; and the map loader's Arrow episode store built from them."""
 
 from itertools import groupby
@@ -10,11 +10,11 @@ import pytest
 
 import dl
 from dl.errors import DatasetFormatError
-from dl.metadata import DatasetMeta
-from dl.plugins.arrow_store import ArrowEpisodeStore
+from dl.format.metadata import DatasetMeta
+from dl.format.tabular import read_episode_tables, table_to_arrays, tabular_keys
 from dl.plugins.local_source import local_source
-from dl.sample_dataset import action_value, state_value, task_string
-from dl.tabular import read_episode_tables, table_to_arrays, tabular_keys
+from dl.plugins.map.arrow_store import ArrowEpisodeStore
+from dl.testing.synthetic import action_value, state_value, task_string
 
 EPISODES_PARQUET = "meta/episodes/chunk-000/file-000.parquet"
 KEYS = ["observation.state", "action", "timestamp", "frame_index", "episode_index", "index", "task_index"]

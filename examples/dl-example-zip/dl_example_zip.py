@@ -28,7 +28,9 @@ class ZipSource(Source):
         keys its decoder and tabular caches on the url, so two archives would share entries.
 
         Inherited as they are: `fs` (rebuilt once per forked process, so DataLoader workers never share the
-        archive's file offset) and `fingerprint` (fsspec's ukey hashes the member's info, CRC-32 included)."""
+        archive's file offset) and `fingerprint` (built from the member's size and CRC-32, which zip records
+        for every member; not fsspec's `ukey`, which also hashes the archive's file object and so differs
+        between instances)."""
         return f"zip://{self.archive}!" + (f"/{self.root}" if self.root else "")
 
     # video_input() is inherited: on this non-local filesystem it returns self.open(rel), a seekable
@@ -38,9 +40,12 @@ class ZipSource(Source):
 
 
 def zip_source(root: str, inner: str | None = None) -> ZipSource:
-    """A LeRobot v3.0 dataset in the .zip archive `root`. The dataset root inside the archive is the one
-    folder holding meta/info.json (the top level or a folder); `inner` (`--source-option inner=DIR`)
-    names it when the archive holds several datasets.
+    """A LeRobot v3.0 dataset in the .zip archive `root`, read in place.
+
+    Args:
+        root: the .zip file.
+        inner: the folder inside the archive that holds meta/info.json (default: the only such folder,
+            or the archive's top level); needed when the archive holds several datasets.
 
     Raises:
         DlError: the archive does not exist or is not a zip file, or holds no dataset, or several.

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import DatasetFormatError
+from ..errors import DatasetFormatError
 from .metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta
 
 EpisodeArrays = dict[str, np.ndarray]

@@ -10,9 +10,9 @@ from itertools import groupby
 import numpy as np
 import pyarrow as pa
 
-from dl.metadata import DatasetMeta, EpisodeMeta
+from dl.format.metadata import DatasetMeta, EpisodeMeta
+from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, table_to_arrays
 from dl.paths import cache_dir
-from dl.tabular import EpisodeArrays, episode_arrays, read_episode_tables, table_to_arrays
 
 FORMAT_VERSION = 1
 

@@ -1,12 +1,11 @@
 """One benchmark run, in this process: build the plugins a RunSpec names, time a single-process pass,
 then iterate a DataLoader over a steady-state window, and return the result dict.
 
-Run as `python -m dl.benchmark SPEC.json RESULT.json` by schedulers, so every run gets a fresh process.
+Run as `python -m dl.bench.runner SPEC.json RESULT.json` by schedulers, so every run gets a fresh process.
 """
 
 import datetime
 import json
-import os
 import platform
 import sys
 import time
@@ -19,14 +18,16 @@ import torch
 import torch.distributed
 import torch.utils.data
 
-from .config import LoaderConfig
-from .errors import DlError
+from ..assembly import Assembly, build_loader, open_dataset
+from ..config import LoaderConfig
+from ..dataloader import build_dataloader, loader_needs
+from ..errors import DlError
+from ..loader import ReportsStats, Resumable
+from ..shuffle import distinct_episode_fraction, ideal_distinct_fraction
+from ..world import resolve_ranks
 from .memory import PeakRssMonitor, tree_pss_bytes
-from .metadata import DatasetMeta
-from .metrics import distinct_episode_fraction, ideal_distinct_fraction, sample_latency_ms
+from .metrics import sample_latency_ms
 from .modes import mode_delta_timestamps
-from .plugins_manager import get_plugins
-from .resume import ResumableDataLoader
 from .spec import RunSpec
 from .timed_decoder import TimedDecoder
 
@@ -52,21 +53,22 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     t_start = time.perf_counter()
     with PeakRssMonitor() as rss:
         progress("prepare", 0, 1)
-        dataset, meta, decoder, resolved = _build(spec)
+        built, delta = _build(spec)
+        dataset, decoder = built.loader, built.decoder
         init_s = time.perf_counter() - t_start
         progress("prepare", 1, 1)
         single = _single_process(dataset, decoder, spec, progress)
         decoder.cache.clear()  # workers must not inherit (and never use) the main process's decoders
         decoder.cache.reset_stats()
-        if hasattr(dataset, "reset_benchmark_stats"):
-            dataset.reset_benchmark_stats()
-        window = _window(dataset, meta, spec, progress)
+        if isinstance(dataset, ReportsStats):
+            dataset.reset_stats()
+        window = _window(dataset, spec, progress)
         pss = tree_pss_bytes(psutil.Process())  # while workers are still alive
         loader = window.pop("loader")
         del window["iterator"]  # shuts the window's workers down before the resume probe starts its own
     loader_stats = _loader_stats(dataset, spec)
-    resume = _resume_probe(dataset, loader, spec) if isinstance(loader, ResumableDataLoader) else {}
-    episodes = dataset_episodes(dataset, meta, spec)
+    resume = _resume_probe(dataset, loader, spec) if isinstance(dataset, Resumable) else {}
+    episodes = dataset.episodes
     cache = decoder.cache.stats()
     looked_up = cache["hits"] + cache["misses"]
     result = {
@@ -82,28 +84,30 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         "total_time_s": round(time.perf_counter() - t_start, 3),
         **resume,
         **loader_stats,
-        "dataset": _dataset_summary(meta, episodes, resolved),
+        "dataset": _dataset_summary(built, delta),
+        "dataloader": loader_needs(dataset).recorded(),
         "config": spec.to_dict(),
         "environment": _environment(),
     }
     return result
 
 
-def _build(spec: RunSpec):
-    registry = get_plugins().registry
-    root = spec.root
-    if root is None:
-        from .sample_dataset import ensure_default_dataset
-
-        root = str(ensure_default_dataset())
-    source = registry.create("source", spec.source, root, **spec.source_options)
-    decoder = TimedDecoder(registry.create("decoder", spec.decoder, **spec.decoder_options))
-    meta = DatasetMeta.load(source)
+def _build(spec: RunSpec) -> tuple[Assembly, dict]:
+    """The plugins a spec names, through the one assembly path (metadata from the host's snapshot when it
+    wrote one, so this run lists and reads no metadata), the decoder wrapped in the decode timer."""
+    if spec.root is None:
+        raise DlError("the run spec has no root; `dl run` resolves the default dataset before it submits runs.")
+    snapshot = None
+    if spec.metadata_snapshot:
+        with open(spec.metadata_snapshot) as f:
+            snapshot = json.load(f)
+    meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=snapshot)
     delta = {**mode_delta_timestamps(spec.mode, meta), **spec.delta_timestamps}
     config = LoaderConfig(episodes=spec.episodes, delta_timestamps=delta or None, image_dtype=spec.image_dtype,
-                          tolerance_s=spec.tolerance_s, seed=spec.seed, options=spec.loader_options)
-    dataset = registry.create("loader", spec.loader, meta, decoder, config)
-    return dataset, meta, decoder, {"root": source.url, "delta_timestamps": delta}
+                          tolerance_s=spec.tolerance_s, seed=spec.seed)
+    built = build_loader(meta, spec.loader, spec.decoder, config=config, loader_options=spec.loader_options,
+                         decoder_options=spec.decoder_options, wrap_decoder=TimedDecoder)
+    return built, delta
 
 
 def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) -> dict:
@@ -111,7 +115,7 @@ def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Pro
     untimed sample."""
     if not isinstance(dataset, torch.utils.data.IterableDataset) and len(dataset) == 0:
         raise RunFailed("the loader holds 0 samples; check --episodes and the dataset.")
-    loader = iter(_dataloader(dataset, spec, batch_size=None, num_workers=0))
+    loader = iter(build_dataloader(dataset, batch_size=None, num_workers=0, seed=spec.seed))
     n = 0
     try:
         next(loader)  # untimed: imports, the first decoder open and the first page faults are start-up costs
@@ -138,32 +142,32 @@ def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Pro
     }
 
 
-def _dataloader(dataset, spec: RunSpec, batch_size: int | None, num_workers: int):
-    extra = {"prefetch_factor": spec.prefetch_factor, "persistent_workers": True} if num_workers else {}
-    if hasattr(dataset, "resume_from"):  # a resumable stream: count batches so the run can probe a resume
-        return ResumableDataLoader(dataset, batch_size=batch_size, num_workers=num_workers, **extra)
-    iterable = isinstance(dataset, torch.utils.data.IterableDataset)
-    return torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, shuffle=not iterable, num_workers=num_workers,
-        generator=torch.Generator().manual_seed(spec.seed), **extra)
+def _dataloader(dataset, spec: RunSpec):
+    extra = {"prefetch_factor": spec.prefetch_factor, "persistent_workers": True} if spec.num_workers else {}
+    return build_dataloader(dataset, batch_size=spec.batch_size, num_workers=spec.num_workers, seed=spec.seed,
+                            **extra)
 
 
-def _resume_probe(dataset, loader: ResumableDataLoader, spec: RunSpec) -> dict:
+def _resume_probe(dataset, loader, spec: RunSpec) -> dict:
     """Resume a fresh loader from the window's end state: its first-batch latency (worker start and
-    fast-forward included) and, from a loader that reports it, the longest worker replay."""
+    fast-forward included) and, from a loader that reports stats, its stats over the probe."""
     state = loader.state_dict()
     del loader
-    probe = _dataloader(dataset, spec, spec.batch_size, spec.num_workers)
+    if isinstance(dataset, ReportsStats):
+        dataset.reset_stats()
+    probe = _dataloader(dataset, spec)
     probe.load_state_dict(state)
     t0 = time.perf_counter()
     next(iter(probe), None)
     probe_s = time.perf_counter() - t0
-    replay = _loader_stats(dataset, spec).get("loader_stats", {}).get("resume_fast_forward_s")
-    return {"resume_first_batch_s": round(probe_s, 3), "resume_fast_forward_s": replay, "resume_state": state}
+    stats = _loader_stats(dataset, spec).get("loader_stats")
+    return {"resume_first_batch_s": round(probe_s, 3), "resume_state": state,
+            **({"resume_loader_stats": stats} if stats is not None else {})}
 
 
-def _window(dataset, meta: DatasetMeta, spec: RunSpec, progress: Progress) -> dict:
-    loader = _dataloader(dataset, spec, spec.batch_size, spec.num_workers)
+def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
+    video_keys = dataset.meta.video_keys
+    loader = _dataloader(dataset, spec)
     arrivals, fractions = [], []
     samples = frames = batches = epochs = 0
     t_iter = time.perf_counter()
@@ -198,7 +202,7 @@ def _window(dataset, meta: DatasetMeta, spec: RunSpec, progress: Progress) -> di
         size = len(batch["index"])
         arrivals.append(now)
         samples += size
-        frames += sum(_frames_in(batch[k]) for k in meta.video_keys if k in batch)
+        frames += sum(_frames_in(batch[k]) for k in video_keys if k in batch)
         if size == spec.batch_size:
             fractions.append(distinct_episode_fraction(batch["episode_index"].numpy()))
         elapsed = now - window_start
@@ -229,26 +233,24 @@ def _frames_in(batch_tensor: torch.Tensor) -> int:
     return batch_tensor.shape[0] * (batch_tensor.shape[1] if batch_tensor.dim() == 5 else 1)
 
 
-def dataset_episodes(dataset, meta: DatasetMeta, spec: RunSpec):
-    """The episodes the loader serves (its `episodes` attribute, else the spec's selection)."""
-    return getattr(dataset, "episodes", None) or meta.select(spec.episodes)
-
-
 def _loader_stats(dataset, spec: RunSpec) -> dict:
-    """A loader may report its own figures: `benchmark_stats(num_workers, batch_size) -> dict`, counted from
-    its last `reset_benchmark_stats()` (called after the single-process pass)."""
-    stats = getattr(dataset, "benchmark_stats", None)
-    return {"loader_stats": stats(spec.num_workers, spec.batch_size)} if callable(stats) else {}
+    """A `ReportsStats` loader's figures, counted since its `reset_stats()` (after the single-process pass),
+    with how each combines over ranks."""
+    if not isinstance(dataset, ReportsStats):
+        return {}
+    return {"loader_stats": dataset.stats(spec.num_workers, spec.batch_size),
+            "loader_stats_merge": dict(dataset.stats_merge)}
 
 
-def _dataset_summary(meta: DatasetMeta, episodes, resolved: dict) -> dict:
+def _dataset_summary(built: Assembly, delta: dict) -> dict:
+    episodes = built.loader.episodes
     return {
-        "root": resolved["root"],
+        "root": built.source.url,
         "episodes": len(episodes),
         "frames": sum(e.length for e in episodes),
-        "fps": meta.fps,
-        "cameras": meta.video_keys,
-        "delta_timestamps": resolved["delta_timestamps"],
+        "fps": built.meta.fps,
+        "cameras": built.meta.video_keys,
+        "delta_timestamps": delta,
     }
 
 
@@ -265,16 +267,21 @@ def _environment() -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m dl.benchmark SPEC.json RESULT.json`: run one spec, write its result; exit 1 on failure
-    (the result file then holds {"name", "status": "failed", "error"})."""
+    """`python -m dl.bench.runner SPEC.json RESULT.json`: run one spec, write its result; exit 1 on failure
+    (the result file then holds {"name", "status": "failed", "error"}). With `world_size` > 1 this process is
+    one rank (`dl.world.resolve_ranks`: RANK / WORLD_SIZE, or SLURM's variables) and joins a gloo group at
+    MASTER_ADDR:MASTER_PORT."""
     from .progress import rich_progress
 
     spec_path, result_path = argv
     with open(spec_path) as f:
         spec = RunSpec.from_dict(json.load(f))
-    rank = int(os.environ.get("RANK", 0))
-    if spec.world_size > 1:  # launched once per rank by the scheduler, with MASTER_ADDR/PORT set
-        torch.distributed.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    rank = 0
+    if spec.world_size > 1:
+        ranks = resolve_ranks()
+        rank = ranks.rank
+        torch.distributed.init_process_group("gloo", rank=rank, world_size=ranks.world_size,
+                                             timeout=datetime.timedelta(seconds=120))
         spec.name = f"{spec.name}-rank{rank}"
     try:
         with rich_progress(spec.name) as progress:

@@ -1,4 +1,4 @@
-"""Tests for dl.sample_dataset: LeRobot v3.0 layout, schemas, values, real video round-trips, errors."""
+"""Tests for dl.testing.synthetic: LeRobot v3.0 layout, schemas, values, real video round-trips, errors."""
 
 import json
 import math
@@ -13,29 +13,29 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from dl import sample_dataset as sd
-from dl.sample_dataset import (
+from dl.bench import default_dataset
+from dl.bench.default_dataset import DATASET_TAG, default_dataset_root, ensure_default_dataset
+from dl.testing import synthetic as sd
+from dl.testing.synthetic import (
     CODECS,
-    SampleDatasetConfig,
+    SyntheticConfig,
     action_value,
     camera_key,
-    default_dataset_root,
-    ensure_default_dataset,
     frame_code,
     read_frame_code,
     state_value,
     task_string,
-    write_sample_dataset,
+    write_synthetic_dataset,
 )
 
-SMALL = SampleDatasetConfig(episodes=5, frames_per_episode=(20, 40), codec="h264", episodes_per_file=2,
-                            row_group_size=16, state_dim=3, action_dim=4, tasks=3, seed=7)
+SMALL = SyntheticConfig(episodes=5, frames_per_episode=(20, 40), codec="h264", episodes_per_file=2,
+                        row_group_size=16, state_dim=3, action_dim=4, tasks=3, seed=7)
 DATA_COLUMNS = ["observation.state", "action", "timestamp", "frame_index", "episode_index", "index", "task_index"]
 
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    return write_sample_dataset(tmp_path_factory.mktemp("small") / "ds", SMALL)
+    return write_synthetic_dataset(tmp_path_factory.mktemp("small") / "ds", SMALL)
 
 
 def read_episodes(root):
@@ -57,16 +57,16 @@ def test_episode_lengths_are_seeded_and_vary():
     lengths = SMALL.episode_lengths()
     assert lengths.dtype == np.int64 and lengths.shape == (5,)
     assert lengths.min() >= 20 and lengths.max() <= 40 and len(set(lengths.tolist())) > 1
-    assert np.array_equal(lengths, SampleDatasetConfig(seed=7, episodes=5, frames_per_episode=(20, 40))
+    assert np.array_equal(lengths, SyntheticConfig(seed=7, episodes=5, frames_per_episode=(20, 40))
                           .episode_lengths())
-    assert not np.array_equal(lengths, SampleDatasetConfig(seed=8, episodes=5, frames_per_episode=(20, 40))
+    assert not np.array_equal(lengths, SyntheticConfig(seed=8, episodes=5, frames_per_episode=(20, 40))
                               .episode_lengths())
 
 
 def test_config_normalises_lengths_to_a_hashable_tuple():
-    config = SampleDatasetConfig(frames_per_episode=[5, 9])
-    assert config.frames_per_episode == (5, 9) and config == SampleDatasetConfig(frames_per_episode=(5, 9))
-    assert hash(config) == hash(SampleDatasetConfig(frames_per_episode=(5, 9)))
+    config = SyntheticConfig(frames_per_episode=[5, 9])
+    assert config.frames_per_episode == (5, 9) and config == SyntheticConfig(frames_per_episode=(5, 9))
+    assert hash(config) == hash(SyntheticConfig(frames_per_episode=(5, 9)))
 
 
 def test_layout(small):
@@ -230,8 +230,8 @@ def test_read_frame_code_rejects_garbage():
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_video_frames_decode_to_the_right_rows(tmp_path, codec):
-    cfg = SampleDatasetConfig(episodes=3, frames_per_episode=(8, 14), codec=codec, episodes_per_file=2, seed=3)
-    root = write_sample_dataset(tmp_path / "ds", cfg)
+    cfg = SyntheticConfig(episodes=3, frames_per_episode=(8, 14), codec=codec, episodes_per_file=2, seed=3)
+    root = write_synthetic_dataset(tmp_path / "ds", cfg)
     episodes = read_episodes(root)
     for camera in range(2):
         key = camera_key(camera)
@@ -252,20 +252,20 @@ def test_video_frames_decode_to_the_right_rows(tmp_path, codec):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_keyframe_interval_follows_gop(tmp_path, codec):
-    cfg = SampleDatasetConfig(episodes=1, frames_per_episode=(12, 12), cameras=1, codec=codec, gop=3)
-    root = write_sample_dataset(tmp_path / "ds", cfg)
+    cfg = SyntheticConfig(episodes=1, frames_per_episode=(12, 12), cameras=1, codec=codec, gop=3)
+    root = write_synthetic_dataset(tmp_path / "ds", cfg)
     assert keyframes(root / "videos/observation.images.cam0/chunk-000/file-000.mp4") == [0, 3, 6, 9]
 
 
 def test_info_codec_override_and_no_cameras(tmp_path):
-    cfg = SampleDatasetConfig(episodes=1, frames_per_episode=(5, 5), cameras=1, codec="mpeg4", info_codec="av1")
-    root = write_sample_dataset(tmp_path / "override", cfg)
+    cfg = SyntheticConfig(episodes=1, frames_per_episode=(5, 5), cameras=1, codec="mpeg4", info_codec="av1")
+    root = write_synthetic_dataset(tmp_path / "override", cfg)
     info = json.loads((root / "meta/info.json").read_text())
     assert info["features"]["observation.images.cam0"]["info"]["video.codec"] == "av1"
     assert stream_codec(root / "videos/observation.images.cam0/chunk-000/file-000.mp4") == "mpeg4"
 
-    cfg = SampleDatasetConfig(episodes=3, frames_per_episode=(50, 60), cameras=0, episodes_per_file=3)
-    root = write_sample_dataset(tmp_path / "novideo", cfg)
+    cfg = SyntheticConfig(episodes=3, frames_per_episode=(50, 60), cameras=0, episodes_per_file=3)
+    root = write_synthetic_dataset(tmp_path / "novideo", cfg)
     assert not (root / "videos").exists()
     assert pq.ParquetFile(root / "data/chunk-000/file-000.parquet").metadata.num_row_groups == 1
     assert "videos/" not in " ".join(read_episodes(root)[0])
@@ -274,8 +274,8 @@ def test_info_codec_override_and_no_cameras(tmp_path):
 def test_progress_and_empty_existing_root(tmp_path):
     calls = []
     (tmp_path / "ds").mkdir()
-    cfg = SampleDatasetConfig(episodes=3, frames_per_episode=(2, 3), cameras=1, episodes_per_file=2)
-    root = write_sample_dataset(tmp_path / "ds", cfg, progress=lambda done, total: calls.append((done, total)))
+    cfg = SyntheticConfig(episodes=3, frames_per_episode=(2, 3), cameras=1, episodes_per_file=2)
+    root = write_synthetic_dataset(tmp_path / "ds", cfg, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 3), (2, 3), (3, 3)]
     assert (root / "meta/info.json").is_file()
 
@@ -284,10 +284,10 @@ def test_refuses_non_empty_root(tmp_path):
     (tmp_path / "ds").mkdir()
     (tmp_path / "ds" / "keep.txt").write_text("x")
     with pytest.raises(FileExistsError, match="ds"):
-        write_sample_dataset(tmp_path / "ds", SampleDatasetConfig(episodes=1))
+        write_synthetic_dataset(tmp_path / "ds", SyntheticConfig(episodes=1))
     (tmp_path / "file").write_text("x")
     with pytest.raises(FileExistsError):
-        write_sample_dataset(tmp_path / "file", SampleDatasetConfig(episodes=1))
+        write_synthetic_dataset(tmp_path / "file", SyntheticConfig(episodes=1))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "file"]
 
 
@@ -298,33 +298,33 @@ def test_refuses_non_empty_root(tmp_path):
     {"episodes": 200_000, "frames_per_episode": (100, 100)},
 ])
 def test_config_validation(bad):
-    with pytest.raises(ValueError, match="SampleDatasetConfig"):
-        SampleDatasetConfig(**bad)
+    with pytest.raises(ValueError, match="SyntheticConfig"):
+        SyntheticConfig(**bad)
 
 
 def test_ffmpeg_failure_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setitem(sd._CODEC_ARGS, "h264", ["-c:v", "no_such_encoder"])
     with pytest.raises(RuntimeError, match="no_such_encoder"):
-        write_sample_dataset(tmp_path / "ds", SampleDatasetConfig(episodes=1, codec="h264"))
+        write_synthetic_dataset(tmp_path / "ds", SyntheticConfig(episodes=1, codec="h264"))
     assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_ffmpeg_is_explained(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(RuntimeError, match="apt-get install -y ffmpeg"):
-        write_sample_dataset(tmp_path / "ds", SampleDatasetConfig(episodes=1))
+        write_synthetic_dataset(tmp_path / "ds", SyntheticConfig(episodes=1))
     assert not (tmp_path / "ds").exists()
 
 
 def test_default_dataset_root(tmp_path, monkeypatch):
     monkeypatch.setenv("DL_CACHE_DIR", str(tmp_path / "c"))
-    assert default_dataset_root() == tmp_path / "c" / "datasets" / f"default-{sd.DATASET_TAG}"
+    assert default_dataset_root() == tmp_path / "c" / "datasets" / f"default-{DATASET_TAG}"
     monkeypatch.delenv("DL_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-    assert default_dataset_root() == tmp_path / "x" / "dl" / "datasets" / f"default-{sd.DATASET_TAG}"
+    assert default_dataset_root() == tmp_path / "x" / "dl" / "datasets" / f"default-{DATASET_TAG}"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "h"))
-    assert default_dataset_root() == tmp_path / "h" / ".cache" / "dl" / "datasets" / f"default-{sd.DATASET_TAG}"
+    assert default_dataset_root() == tmp_path / "h" / ".cache" / "dl" / "datasets" / f"default-{DATASET_TAG}"
 
 
 def test_ensure_default_dataset_generates_defaults_once(tmp_path, monkeypatch):
@@ -345,7 +345,8 @@ def test_ensure_default_dataset_generates_defaults_once(tmp_path, monkeypatch):
 
 def test_ensure_default_dataset_survives_a_race(tmp_path, monkeypatch):
     monkeypatch.setenv("DL_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(sd, "DEFAULT_CONFIG", SampleDatasetConfig(episodes=2, frames_per_episode=(3, 4), cameras=1))
+    small = SyntheticConfig(episodes=2, frames_per_episode=(3, 4), cameras=1)
+    monkeypatch.setattr(default_dataset, "DEFAULT_CONFIG", small)
     both_started = threading.Barrier(2, timeout=30)
     results, errors = [], []
 

@@ -14,17 +14,3 @@ def sample_latency_ms(arrivals_s: list[float], start_s: float, batch_size: int) 
     if not len(gaps):
         return dict.fromkeys(names, float("nan"))
     return {n: round(float(np.percentile(gaps, q)), 3) for n, q in zip(names, (50, 95, 99), strict=True)}
-
-
-def distinct_episode_fraction(episode_index: np.ndarray) -> float:
-    """Shuffle randomness of one batch: distinct episodes in it / batch size (1.0: all from different
-    episodes)."""
-    return len(np.unique(episode_index)) / len(episode_index)
-
-
-def ideal_distinct_fraction(lengths: list[int], batch_size: int) -> float:
-    """The expected `distinct_episode_fraction` when every sample of a batch is drawn independently and
-    uniformly over all frames: sum over episodes of P(episode appears) / batch size. A loader's shuffle
-    cannot beat this on average; a map loader with a full shuffle gets close to it."""
-    p = np.asarray(lengths, dtype=np.float64) / float(sum(lengths))
-    return float((1 - (1 - p) ** batch_size).sum() / batch_size)

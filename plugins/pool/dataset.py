@@ -1,5 +1,5 @@
-"""Loader `pool`: a streaming episode pool (IterableDataset) with uniform shuffle, decode on exit, exact
-resume and rank/worker splitting."""
+"""The `pool` loader's dataset: a streaming episode pool (IterableDataset) with uniform shuffle, decode on
+exit, exact resume and rank/worker splitting."""
 
 import time
 import warnings
@@ -9,18 +9,21 @@ import numpy as np
 import torch.utils.data
 
 from dl.config import LoaderConfig
+from dl.dataloader import DataLoaderNeeds
 from dl.decoder import Decoder
-from dl.episode_pool import EpisodePool
 from dl.errors import DlError
-from dl.hookspecs import hookimpl
-from dl.metadata import DatasetMeta
-from dl.metrics import ideal_distinct_fraction
-from dl.partition import POOL, epoch_rng, partition_episodes
+from dl.format.metadata import DatasetMeta
+from dl.format.samples import SampleBuilder
+from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
 from dl.resume import config_hash, resume_point
-from dl.samples import SampleBuilder
+from dl.seeding import POOL, epoch_rng
 from dl.shared_counters import SharedCounters
-from dl.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
-from dl.world import World, current_world, resolve_rank
+from dl.shuffle import ideal_distinct_fraction
+from dl.source import FileSpan
+from dl.world import World, current_world, resolve_ranks
+
+from .episode_pool import EpisodePool
+from .partition import partition_episodes
 
 MAX_DECODERS = 256
 
@@ -31,10 +34,8 @@ class PoolDataset(torch.utils.data.IterableDataset):
 
     What to iterate: `meta`, `config.episodes`, `config.delta_timestamps` (exact in-RAM slices of the
     episode, any length, LeRobot padding), `config.image_dtype`, `config.tolerance_s`.
-    How to iterate (`config.options`): `episode_pool_size` (episodes open per consumer, default 16),
-    `rank` / `world_size` (default: torch.distributed, accelerate, RANK/WORLD_SIZE), `drop_last` (truncate
-    every consumer to the smallest consumer's count, so all ranks see equally many samples), and
-    `config.seed`.
+    How to iterate: `episode_pool_size`, `drop_last`, and `config.seed`, `config.rank` /
+    `config.world_size` (default: `dl.world.resolve_ranks`).
 
     Every (rank x DataLoader worker) pair is a consumer owning a disjoint set of episodes per epoch
     (`dl.partition`). A consumer keeps `episode_pool_size` episodes' rows in RAM and emits a frame drawn
@@ -44,25 +45,34 @@ class PoolDataset(torch.utils.data.IterableDataset):
     plain DataLoader and non-persistent workers call `set_epoch(e)`, or use `dl.ResumableDataLoader`, which
     also saves and restores the position (`dl.resume`).
 
+    The source hears of each episode as the pool admits it (`Source.admit`, with its data and video files)
+    and when it leaves (`Source.release`), so a remote source can fetch ahead.
+
+    Args:
+        meta, decoder, config: as every loader (`dl.loader.Loader`).
+        episode_pool_size: episodes open at once per consumer (>= 1); more gives batches from more episodes
+            (a better shuffle) for more tabular rows held in RAM.
+        drop_last: truncate every consumer to the smallest consumer's sample count, so all ranks take the
+            same number of steps.
+
     Raises:
         MissingFilesError, DlError: bad selection, delta_timestamps or options.
     """
 
-    def __init__(self, meta: DatasetMeta, decoder: Decoder, config: LoaderConfig):
-        options = dict(config.options)
-        self.pool_size = int(options.pop("episode_pool_size", 16))
-        rank, world_size = options.pop("rank", None), options.pop("world_size", None)
-        self.drop_last = bool(options.pop("drop_last", False))
-        if options:
-            raise DlError(f"pool loader: unknown option(s) {sorted(options)}; it takes episode_pool_size, rank, "
-                          "world_size, drop_last.")
-        if self.pool_size < 1:
-            raise DlError(f"episode_pool_size must be >= 1, got {self.pool_size}.")
+    stats_merge = {"episode_pool_size": "same", "episodes_admitted": "sum", "pool_bytes_peak": "sum",
+                   "resume_fast_forward_s": "max", "shuffle_randomness_consumer_ideal": "mean"}
+
+    def __init__(self, meta: DatasetMeta, decoder: Decoder, config: LoaderConfig, episode_pool_size: int = 16,
+                 drop_last: bool = False):
+        if not isinstance(episode_pool_size, int) or episode_pool_size < 1:
+            raise DlError(f"pool loader: episode_pool_size must be an integer >= 1, got {episode_pool_size!r}.")
+        self.pool_size, self.drop_last = episode_pool_size, bool(drop_last)
         self.meta, self.decoder, self.config = meta, decoder, config
         self.episodes = meta.select(config.episodes)
         if not self.episodes:
             raise DlError(f"no episodes selected from {meta.source.url}.")
-        self.rank, self.world_size = resolve_rank(rank, world_size)
+        ranks = resolve_ranks(config.rank, config.world_size)
+        self.rank, self.world_size = ranks.rank, ranks.world_size
         self.lengths = np.array([ep.length for ep in self.episodes], dtype=np.int64)
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
@@ -79,11 +89,16 @@ class PoolDataset(torch.utils.data.IterableDataset):
         DistributedSampler); a pending resume is dropped."""
         self.epoch, self._resume = epoch, None
 
-    def config_hash(self, num_workers: int, batch_size: int) -> str:
-        """What a resume must not change: episodes, pool size, world size, workers, seed, batch size."""
-        return config_hash({"episodes": [ep.index for ep in self.episodes], "pool": self.pool_size,
-                            "world_size": self.world_size, "workers": num_workers, "seed": self.config.seed,
-                            "drop_last": self.drop_last, "batch_size": batch_size})
+    def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
+        """What a resume must not change: episodes, pool size, world size, workers, seed, drop_last, batch
+        size (each consumer's order depends on all of them)."""
+        return {"episodes": config_hash([ep.index for ep in self.episodes]), "episode_pool_size": self.pool_size,
+                "world_size": self.world_size, "num_workers": num_workers, "seed": self.config.seed,
+                "drop_last": self.drop_last, "batch_size": batch_size}
+
+    def dataloader_needs(self) -> DataLoaderNeeds:
+        """Nothing: the stream orders and splits itself."""
+        return DataLoaderNeeds()
 
     def resume_from(self, epoch: int, batches_consumed: int, batch_size: int) -> None:
         """Make the next `iter()` continue epoch `epoch` after `batches_consumed` batches."""
@@ -138,18 +153,33 @@ class PoolDataset(torch.utils.data.IterableDataset):
             next(pool)
         if skip:
             self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0) * 1e6))
+        for e in pool.open_episodes():  # the pool as it stands: announce what it will read
+            self._admit(e)
+        pool.on_admit = self._admit
         rows: dict[int, EpisodeArrays] = {}
-        for _ in range(count - skip):
-            e, row, last = next(pool)
-            arrays = rows.get(e)
-            if arrays is None:  # first frame of an admitted episode: read its rows now
-                arrays = rows[e] = self._read(e)
-                self.counters.add("episodes_admitted")
-                self.counters.set_max("pool_bytes_peak", sum(a.nbytes for x in rows.values() for a in x.values()))
-            sample, queries = self.builder.tabular(arrays, row)
-            if last:
-                del rows[e]
-            yield self.builder.decode(self.episodes[e], sample, queries)  # decode on exit
+        try:
+            for _ in range(count - skip):
+                e, row, last = next(pool)
+                arrays = rows.get(e)
+                if arrays is None:  # first frame of an admitted episode: read its rows now
+                    arrays = rows[e] = self._read(e)
+                    self.counters.add("episodes_admitted")
+                    self.counters.set_max("pool_bytes_peak", sum(a.nbytes for x in rows.values() for a in x.values()))
+                sample, queries = self.builder.tabular(arrays, row)
+                if last:
+                    del rows[e]
+                sample = self.builder.decode(self.episodes[e], sample, queries)  # decode on exit
+                if last:
+                    self.meta.source.release(self.episodes[e].index)
+                yield sample
+        finally:
+            pool.on_admit = None
+            for e in pool.open_episodes():
+                self.meta.source.release(self.episodes[e].index)
+
+    def _admit(self, e: int) -> None:
+        ep = self.episodes[e]
+        self.meta.source.admit(ep.index, [FileSpan(f) for f in ep.files()])
 
     def _read(self, e: int) -> EpisodeArrays:
         ep = self.episodes[e]
@@ -158,11 +188,11 @@ class PoolDataset(torch.utils.data.IterableDataset):
         return {key: np.array(values) for key, values in arrays.items()}
 
     # ----------------------------------------------------------------------------------------- benchmark
-    def reset_benchmark_stats(self) -> None:
+    def reset_stats(self) -> None:
         """Zero the pool counters (the benchmark does so after its single-process pass)."""
         self.counters.reset()
 
-    def benchmark_stats(self, num_workers: int, batch_size: int) -> dict:
+    def stats(self, num_workers: int, batch_size: int) -> dict:
         """Pool figures for `dl run`: pool size; episodes admitted (read into a pool, replays excluded) and
         peak pool bytes (tabular rows held), summed over consumers; the shuffle ceiling of this split (the
         mean over consumers of the expected distinct-episode fraction of a batch drawn uniformly from that
@@ -177,8 +207,3 @@ class PoolDataset(torch.utils.data.IterableDataset):
                  "shuffle_randomness_consumer_ideal": round(float(np.mean(ideal)), 4) if ideal else None}
         replay_us = int(self.counters.values[:, self.counters.names.index("fast_forward_us")].max())
         return {**stats, "resume_fast_forward_s": replay_us / 1e6} if replay_us else stats
-
-
-@hookimpl
-def register_loaders(register):
-    register("pool", PoolDataset, "streaming episode pool: uniform shuffle, decode on exit, exact resume")

@@ -20,9 +20,12 @@ class EpisodePool:
 
     Attributes:
         admitted: episodes admitted so far.
+        on_admit: called with the episode (position) whenever one is admitted from now on (None: nothing);
+            the episodes admitted before it was set are `open_episodes()`.
     """
 
     def __init__(self, episodes: np.ndarray, lengths: np.ndarray, pool_size: int, rng: np.random.Generator):
+        self.on_admit = None
         if pool_size < 1:
             raise ValueError(f"episode_pool_size must be >= 1, got {pool_size}")
         self.rng = rng
@@ -45,6 +48,8 @@ class EpisodePool:
             self._slots[slot], self._rows[slot] = e, rows
         self._left[slot] = len(rows)
         self.admitted += 1
+        if self.on_admit is not None:
+            self.on_admit(int(self._episodes[e]))
 
     def __iter__(self):
         return self

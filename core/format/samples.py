@@ -12,10 +12,10 @@ import warnings
 import numpy as np
 import torch
 
-from .config import LoaderConfig
-from .decoder import Decoder, codec_matches
+from ..config import LoaderConfig
+from ..decoder import Decoder, codec_matches
+from ..errors import TimestampToleranceError
 from .delta import delta_indices, window
-from .errors import TimestampToleranceError
 from .metadata import DatasetMeta, EpisodeMeta
 from .tabular import EpisodeArrays
 

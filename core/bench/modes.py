@@ -1,7 +1,7 @@
 """Benchmark modes: the `delta_timestamps` each mode asks for, on the dataset's own key names."""
 
-from .errors import DlError
-from .metadata import DatasetMeta
+from ..errors import DlError
+from ..format.metadata import DatasetMeta
 
 SARM_STEPS, CHUNK_STEPS = 8, 16
 

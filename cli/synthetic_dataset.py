@@ -1,16 +1,16 @@
-"""`dl sample-dataset`: write a synthetic LeRobot v3.0 dataset with real FFmpeg-encoded video."""
+"""`dl synthetic-dataset`: write a synthetic LeRobot v3.0 dataset with real FFmpeg-encoded video."""
 
 import dataclasses
 
 import click
 from rich.progress import Progress
 
-from dl.sample_dataset import SampleDatasetConfig, write_sample_dataset
+from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
-_D = SampleDatasetConfig()
+_D = SyntheticConfig()
 
 
-@click.command("sample-dataset")
+@click.command("synthetic-dataset")
 @click.argument("path", type=click.Path(file_okay=False))
 @click.option("--episodes", default=_D.episodes, show_default=True, help="Number of episodes.")
 @click.option("--frames", default=f"{_D.frames_per_episode[0]}-{_D.frames_per_episode[1]}", show_default=True,
@@ -24,7 +24,7 @@ _D = SampleDatasetConfig()
               help="Episodes per data parquet file and per mp4.")
 @click.option("--row-group-size", type=int, default=None, help="Rows per parquet row group [one per file].")
 @click.option("--seed", default=_D.seed, show_default=True)
-def sample_dataset(path, episodes, frames, fps, cameras, size, codec, gop, episodes_per_file, row_group_size, seed):
+def synthetic_dataset(path, episodes, frames, fps, cameras, size, codec, gop, episodes_per_file, row_group_size, seed):
     """Write a small synthetic LeRobot v3.0 dataset to PATH (the format dl run's default uses): real video
     encoded by FFmpeg, several episodes per file, each frame drawing its global index as a readable
     pattern so tests can check that the right frame was decoded."""
@@ -39,5 +39,5 @@ def sample_dataset(path, episodes, frames, fps, cameras, size, codec, gop, episo
         raise click.BadParameter(str(exc)) from None
     with Progress(transient=True) as bar:
         task = bar.add_task("encoding episodes", total=episodes)
-        root = write_sample_dataset(path, config, progress=lambda done, total: bar.update(task, completed=done))
+        root = write_synthetic_dataset(path, config, progress=lambda done, total: bar.update(task, completed=done))
     click.echo(f"wrote {episodes} episodes to {root}")

@@ -1,4 +1,5 @@
-"""Writing benchmark results: one JSON per run, and a CSV with one row per run."""
+"""Benchmark result files: one JSON per run, a CSV with one row per run, and the merge of a multi-rank
+run's per-rank results into one line (the host does it, whatever scheduler ran the ranks)."""
 
 import csv
 import json
@@ -49,25 +50,34 @@ def read_results(paths: list[Path]) -> list[dict]:
 SUMMED = ("samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "peak_rss_gb", "pss_gb_at_window_end",
           "window_samples", "window_batches")
 WORST = ("first_batch_latency_s", "p50_sample_latency_ms", "p95_sample_latency_ms", "p99_sample_latency_ms",
-         "total_time_s", "resume_first_batch_s", "resume_fast_forward_s")
+         "total_time_s", "resume_first_batch_s")
 MEAN = ("fetch_pct", "decode_pct", "shuffle_randomness_frac", "shuffle_randomness_ideal")
 
+STAT_MERGES = {"sum": sum, "max": max, "min": min, "mean": lambda v: round(sum(v) / len(v), 4)}
+"""The rules a loader may declare for its stats (`ReportsStats.stats_merge`); "same" keeps a value every
+rank reports identically."""
 
-LOADER_STAT_MERGE = {"episodes_admitted": sum, "pool_bytes_peak": sum, "resume_fast_forward_s": max,
-                     "shuffle_randomness_consumer_ideal": lambda v: round(sum(v) / len(v), 4)}
-"""How loader stats combine over ranks; any other stat is kept when every rank reports the same value."""
 
-
-def _merge_stat(key: str, values: list):
-    if key in LOADER_STAT_MERGE and all(isinstance(v, int | float) for v in values):
-        return LOADER_STAT_MERGE[key](values)
-    return values[0] if all(v == values[0] for v in values) else None
+def merge_stats(stats: list[dict], rules: dict[str, str]) -> dict:
+    """Combine one loader-stats dict per rank by the loader's own rules; a stat without a rule, with rule
+    "same", or with values that are not all numbers, is kept only when every rank reports the same value
+    (else None)."""
+    out = {}
+    for key in stats[0]:
+        values = [s.get(key) for s in stats]
+        rule = STAT_MERGES.get(rules.get(key, "same"))
+        if rule is not None and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            out[key] = rule(values)
+        else:
+            out[key] = values[0] if all(v == values[0] for v in values) else None
+    return out
 
 
 def merge_ranks(name: str, ranks: list[dict]) -> dict:
     """One line for a multi-rank run: throughput, memory and counts summed over ranks (separate process
-    trees), latencies and times the worst rank's, percentages and shuffle fractions averaged. Failed if any
-    rank failed. `ranks` keeps every rank's own result."""
+    trees), latencies and times the worst rank's, percentages and shuffle fractions averaged, loader stats
+    by the rules the loader declared (`loader_stats_merge`). Failed if any rank failed. `ranks` keeps every
+    rank's own result."""
     failed = [r for r in ranks if r.get("status") != "ok"]
     if failed:
         return {"name": name, "status": "failed", "ranks": ranks,
@@ -79,8 +89,14 @@ def merge_ranks(name: str, ranks: list[dict]) -> dict:
                    if all(r.get(k) is not None for r in ranks)})
     caches = [r["video_decoder_cache"] for r in ranks]
     merged["video_decoder_cache"] = {k: sum(c[k] for c in caches) for k in ("hits", "misses", "evictions", "open")}
-    stats = [r.get("loader_stats", {}) for r in ranks]
-    merged["loader_stats"] = {k: _merge_stat(k, [s.get(k) for s in stats]) for k in stats[0]}
-    merged["config"], merged["dataset"] = ranks[0].get("config"), ranks[0].get("dataset")
+    rules = ranks[0].get("loader_stats_merge", {})
+    for key in ("loader_stats", "resume_loader_stats"):
+        if all(key in r for r in ranks):
+            merged[key] = merge_stats([r[key] for r in ranks], rules)
+    if rules:
+        merged["loader_stats_merge"] = rules
+    for key in ("config", "dataset", "dataloader", "environment"):
+        if key in ranks[0]:
+            merged[key] = ranks[0][key]
     merged["ranks"] = ranks
     return merged

@@ -2,13 +2,7 @@
 
 import numpy as np
 
-PARTITION, POOL = 0, 1  # RNG purposes
-
-
-def epoch_rng(seed: int, epoch: int, purpose: int, *ids: int) -> np.random.Generator:
-    """The generator for one purpose (PARTITION, POOL) in one epoch, for one consumer when `ids` is given
-    (rank, worker). Independent of process, platform and call order; seeds must be >= 0."""
-    return np.random.default_rng([seed, epoch, purpose, *ids])
+from dl.seeding import PARTITION, epoch_rng
 
 
 def partition_episodes(lengths: np.ndarray, num_consumers: int, seed: int, epoch: int) -> list[np.ndarray]:

@@ -3,8 +3,8 @@ fetch vs decode split)."""
 
 import time
 
-from .decoder import DecodedFrames, Decoder
-from .source import Source
+from ..decoder import DecodedFrames, Decoder
+from ..source import Source
 
 
 class TimedDecoder(Decoder):

@@ -11,9 +11,10 @@ class RunSpec:
     """Everything one `dl run` measurement needs; JSON-serializable, so a scheduler can ship it to a fresh
     process or a cluster node.
 
-    What to load: `source`, `root` (None: the embedded default dataset), `episodes` (None: all), `mode`
-    (see `dl.modes`), `delta_timestamps` (extra `{key: [s]}` windows, applied over the mode's),
-    `image_dtype`, `tolerance_s`.
+    What to load: `source`, `root` (None until the host resolves the embedded default dataset), `episodes`
+    (None: all), `mode` (see `dl.bench.modes`), `delta_timestamps` (extra `{key: [s]}` windows, applied
+    over the mode's), `image_dtype`, `tolerance_s`; `metadata_snapshot`: a JSON file of
+    `DatasetMeta.to_snapshot()` the host wrote, so the run reads no metadata itself.
     Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`; `world_size` ranks (each a
     process of a torch.distributed gloo group when > 1).
     How to iterate: `batch_size`, `num_workers`, `prefetch_factor`, `seed`.
@@ -40,6 +41,7 @@ class RunSpec:
     single_proc_samples: int = 64
     seed: int = 0
     scenario: str | None = None
+    metadata_snapshot: str | None = None
     source_options: dict = field(default_factory=dict)
     loader_options: dict = field(default_factory=dict)
     decoder_options: dict = field(default_factory=dict)

@@ -26,9 +26,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .paths import cache_dir
-
-DATASET_TAG = "v3.0-s1"  # names the default dataset's cache folder; bump when generated content changes
 CHUNKS_SIZE = 1000
 CODECS = ("av1", "h264", "hevc", "mpeg4")
 _CODEC_ARGS = {
@@ -60,7 +57,7 @@ def task_string(task_index: int) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class SampleDatasetConfig:
+class SyntheticConfig:
     """Shape of a generated dataset; every field is checked on construction (``ValueError`` if invalid).
 
     - ``episodes`` >= 1; ``frames_per_episode`` inclusive (min, max) length, drawn per episode from ``seed``
@@ -112,7 +109,7 @@ class SampleDatasetConfig:
         ]
         for ok, message in checks:
             if not ok:
-                raise ValueError(f"SampleDatasetConfig: {message}")
+                raise ValueError(f"SyntheticConfig: {message}")
 
     @property
     def video_keys(self) -> list[str]:
@@ -204,7 +201,7 @@ def read_frame_code(frame: Any) -> tuple[int, int]:
     return payload & (2**INDEX_BITS - 1), payload >> INDEX_BITS
 
 
-def _encode(ffmpeg: str, path: pathlib.Path, cfg: SampleDatasetConfig, camera: int, indices: range) -> None:
+def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, indices: range) -> None:
     """Encode camera ``camera``'s ``frame_code`` frames for global ``indices`` into the mp4 ``path``, piping
     raw rgb24 to one ffmpeg process. Raises ``RuntimeError`` with ffmpeg's stderr tail if it fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -242,7 +239,7 @@ def _stats(values: np.ndarray) -> dict[str, list]:
             "std": v.astype(np.float64).std(0).tolist(), "count": [len(v)]}
 
 
-def _info(cfg: SampleDatasetConfig, total_frames: int) -> dict[str, Any]:
+def _info(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
     """The ``meta/info.json`` document."""
     video = {"video.height": cfg.height, "video.width": cfg.width, "video.codec": cfg.info_codec or cfg.codec,
              "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": cfg.fps, "video.channels": 3,
@@ -267,7 +264,7 @@ def _info(cfg: SampleDatasetConfig, total_frames: int) -> dict[str, Any]:
             "features": features}
 
 
-def _write_dataset(dst: pathlib.Path, cfg: SampleDatasetConfig, ffmpeg: str | None,
+def _write_dataset(dst: pathlib.Path, cfg: SyntheticConfig, ffmpeg: str | None,
                    progress: Callable[[int, int], None] | None) -> None:
     """Write the whole dataset described by ``cfg`` into the existing empty folder ``dst``."""
     lengths = cfg.episode_lengths()
@@ -321,7 +318,7 @@ def _write_dataset(dst: pathlib.Path, cfg: SampleDatasetConfig, ffmpeg: str | No
     (dst / "meta" / "stats.json").write_text(json.dumps(stats, indent=4) + "\n")
 
 
-def write_sample_dataset(root: str | os.PathLike, config: SampleDatasetConfig = SampleDatasetConfig(), *,
+def write_synthetic_dataset(root: str | os.PathLike, config: SyntheticConfig = SyntheticConfig(), *,
                          progress: Callable[[int, int], None] | None = None) -> pathlib.Path:
     """Generate the dataset described by ``config`` at ``root``; return ``root`` as a ``Path``.
 
@@ -351,30 +348,3 @@ def write_sample_dataset(root: str | os.PathLike, config: SampleDatasetConfig = 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return root
-
-
-DEFAULT_CONFIG = SampleDatasetConfig()  # the embedded default dataset; bump DATASET_TAG when changing it
-
-
-def default_dataset_root() -> pathlib.Path:
-    """Folder of the embedded default dataset: ``datasets/default-<DATASET_TAG>`` in dl's cache folder
-    (``$DL_CACHE_DIR``, else ``$XDG_CACHE_HOME/dl`` or ``~/.cache/dl``; see ``dl.paths``)."""
-    return cache_dir("datasets") / f"default-{DATASET_TAG}"
-
-
-def ensure_default_dataset(progress: Callable[[int, int], None] | None = None) -> pathlib.Path:
-    """Return ``default_dataset_root()``, generating it from ``DEFAULT_CONFIG`` on first use (~6 s).
-
-    Safe when processes race: the loser of the final rename discards its copy and returns the winner's.
-    Raises ``FileExistsError`` if the folder holds something else (no meta/info.json), ``RuntimeError``
-    if ffmpeg is missing or fails.
-    """
-    root = default_dataset_root()
-    if (root / "meta" / "info.json").is_file():
-        return root
-    try:
-        return write_sample_dataset(root, DEFAULT_CONFIG, progress=progress)
-    except FileExistsError:
-        if (root / "meta" / "info.json").is_file():
-            return root
-        raise

@@ -1,14 +1,18 @@
 """The LeRobot v3.0 metadata model: `meta/info.json`, `meta/episodes/**/*.parquet`, `meta/tasks.parquet`
-and `meta/stats.json`, read once through a Source."""
+and `meta/stats.json`, read once through a Source, plus one listing of each top folder the dataset uses.
 
+Everything is read once per run: `DatasetMeta` pickles with its listing into DataLoader workers, and
+`to_snapshot()` / `from_snapshot()` carry it to other processes (benchmark runs, ranks), so neither
+lists nor re-reads anything (on the Hub or S3, every listing is a request)."""
+
+import io
 import json
-from dataclasses import dataclass
+import posixpath
+from dataclasses import asdict, dataclass
 from functools import cached_property
 
-import pyarrow.parquet as pq
-
-from .errors import DatasetFormatError, DlError, MissingFilesError, format_indices
-from .source import Source
+from ..errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
+from ..source import Source
 
 SUPPORTED_VERSION = "v3.0"
 DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
@@ -41,6 +45,15 @@ class EpisodeMeta:
         """Every file this episode needs, relative to the root."""
         return [self.data_path, *(v.path for v in self.videos.values())]
 
+    def to_dict(self) -> dict:
+        """Plain dict (JSON-ready); `from_dict` inverts it."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "EpisodeMeta":
+        videos = {k: VideoSpan(**v) for k, v in data["videos"].items()}
+        return cls(**{**data, "videos": videos, "tasks": tuple(data["tasks"])})
+
 
 class DatasetMeta:
     """A LeRobot v3.0 dataset's metadata.
@@ -54,27 +67,53 @@ class DatasetMeta:
         episodes: every episode by index.
         tasks: task strings by task_index.
         stats: the parsed `meta/stats.json` ({} when absent).
+        files: `{relative path: size in bytes}` of every file under `meta/` and the top folders of
+            `data_path` and `video_path`, listed once when loading.
 
     Raises (from `load`):
         DatasetFormatError: not a v3.0 dataset, or metadata missing/inconsistent.
     """
 
     def __init__(self, source: Source, info: dict, episodes: dict[int, EpisodeMeta], tasks: dict[int, str],
-                 stats: dict):
+                 stats: dict, files: dict[str, int]):
         self.source, self.info, self.episodes, self.tasks, self.stats = source, info, episodes, tasks, stats
+        self.files = files
         self.fps: int = info["fps"]
         self.features: dict = info["features"]
         self.video_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") == "video"]
 
     @classmethod
     def load(cls, source: Source) -> "DatasetMeta":
-        """Read and validate the metadata under `source`."""
+        """Read and validate the metadata under `source`: info.json first, then one listing of `meta/` and
+        of each top folder the path templates use, then the episodes, tasks and stats files."""
         info = _read_info(source)
-        tasks = _read_tasks(source)
-        episodes = _read_episodes(source, info)
-        stats = json.loads(source.fs.cat(source.path("meta/stats.json"))) if source.exists(
-            "meta/stats.json") else {}
-        return cls(source, info, episodes, tasks, stats)
+        files: dict[str, int] = {}
+        folders = {"meta", *(_top_folder(source, info, k) for k in ("data_path", "video_path") if k in info)}
+        for folder in sorted(folders):
+            files.update(source.list_files(folder))
+        tasks = _read_tasks(source, files)
+        episodes = _read_episodes(source, info, files)
+        stats = _read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
+        return cls(source, info, episodes, tasks, stats, dict(sorted(files.items())))
+
+    def to_snapshot(self) -> dict:
+        """Everything `load` read, JSON-ready, so another process can rebuild this object with
+        `from_snapshot` without a single request."""
+        return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
+                "stats": self.stats, "files": self.files, "episodes": [e.to_dict() for e in self.episodes.values()]}
+
+    @classmethod
+    def from_snapshot(cls, source: Source, snapshot: dict) -> "DatasetMeta":
+        """Rebuild from `to_snapshot()` output, on a `source` for the same dataset.
+
+        Raises:
+            DlError: the snapshot was taken from another dataset root.
+        """
+        if snapshot["url"] != source.url:
+            raise DlError(f"metadata snapshot of {snapshot['url']} does not belong to {source.url}.")
+        episodes = {e["index"]: EpisodeMeta.from_dict(e) for e in snapshot["episodes"]}
+        tasks = {int(i): t for i, t in snapshot["tasks"]}
+        return cls(source, snapshot["info"], episodes, tasks, snapshot["stats"], snapshot["files"])
 
     @cached_property
     def total_frames(self) -> int:
@@ -125,17 +164,39 @@ class DatasetMeta:
             raise MissingFilesError(self.source.url, list(missing), eps, usable)
 
     def _existing_files(self) -> set[str]:
-        # one listing per top folder instead of one exists() call per file (matters on remote sources)
-        return set(self.source.glob("data/**/*.parquet")) | set(self.source.glob("videos/**/*.mp4"))
+        return set(self.files)
+
+
+def _top_folder(source: Source, info: dict, key: str) -> str:
+    template = info[key]
+    top = posixpath.normpath(template).split("/")[0]
+    if "{" in top or top in ("", ".", ".."):
+        raise DatasetFormatError(f"{source.url}/meta/info.json: {key} {template!r} must start with a fixed folder "
+                                 "inside the dataset root (e.g. 'data/chunk-{chunk_index:03d}/...').")
+    source.path(top)  # refuses a template that leaves the root
+    return top
+
+
+def _read_json(source: Source, rel: str) -> dict:
+    raw = source.read_bytes(rel)
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise DatasetFormatError(f"{source.url}/{rel} is not valid JSON{where}: {exc.msg if where else exc}. "
+                                 "Restore the file from the dataset's origin.") from None
 
 
 def _read_info(source: Source) -> dict:
-    if not source.exists("meta/info.json"):
+    try:
+        info = _read_json(source, "meta/info.json")
+    except SourceFileNotFoundError:
         raise DatasetFormatError(
             f"{source.url} has no meta/info.json: point --root at a LeRobot v3.0 dataset root (the folder "
             "holding meta/, data/ and videos/)."
-        )
-    info = json.loads(source.fs.cat(source.path("meta/info.json")))
+        ) from None
+    if not isinstance(info, dict):
+        raise DatasetFormatError(f"{source.url}/meta/info.json holds a JSON {type(info).__name__}, not an object.")
     version = info.get("codebase_version")
     if version != SUPPORTED_VERSION:
         raise DatasetFormatError(
@@ -151,11 +212,25 @@ def _read_info(source: Source) -> dict:
     return info
 
 
-def _read_tasks(source: Source) -> dict[int, str]:
-    if not source.exists("meta/tasks.parquet"):
+def _read_parquet(source: Source, rel: str, skip_prefix: str | None = None):
+    """The whole table of a small metadata parquet file (one read), leaving out columns named `skip_prefix*`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = source.read_bytes(rel)
+    try:
+        pf = pq.ParquetFile(io.BytesIO(data))
+        columns = [c for c in pf.schema_arrow.names if not (skip_prefix and c.startswith(skip_prefix))]
+        return pf.read(columns=columns)
+    except (pa.ArrowException, OSError) as exc:
+        raise DatasetFormatError(f"{source.url}/{rel} is not a readable parquet file ({exc}). Restore it from the "
+                                 "dataset's origin.") from None
+
+
+def _read_tasks(source: Source, files: dict[str, int]) -> dict[int, str]:
+    if "meta/tasks.parquet" not in files:
         raise DatasetFormatError(f"{source.url} has no meta/tasks.parquet.")
-    with source.open("meta/tasks.parquet") as f:
-        table = pq.read_table(f)
+    table = _read_parquet(source, "meta/tasks.parquet")
     # LeRobot writes the task string as the pandas index (`__index_level_0__`); accept a `task` column too
     text_col = next((c for c in ("task", "__index_level_0__") if c in table.column_names), None)
     if text_col is None or "task_index" not in table.column_names:
@@ -166,18 +241,14 @@ def _read_tasks(source: Source) -> dict[int, str]:
     return dict(zip(table.column("task_index").to_pylist(), table.column(text_col).to_pylist(), strict=True))
 
 
-def _read_episodes(source: Source, info: dict) -> dict[int, EpisodeMeta]:
-    files = source.glob("meta/episodes/**/*.parquet")
-    if not files:
+def _read_episodes(source: Source, info: dict, files: dict[str, int]) -> dict[int, EpisodeMeta]:
+    parts = [f for f in files if f.startswith("meta/episodes/") and f.endswith(".parquet")]
+    if not parts:
         raise DatasetFormatError(f"{source.url} has no meta/episodes/**/*.parquet files.")
     video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
     episodes: dict[int, EpisodeMeta] = {}
-    for rel in files:
-        with source.open(rel) as f:
-            pf = pq.ParquetFile(f)
-            columns = [c for c in pf.schema_arrow.names if not c.startswith("stats/")]
-            rows = pf.read(columns=columns).to_pylist()
-        for row in rows:
+    for rel in parts:
+        for row in _read_parquet(source, rel, skip_prefix="stats/").to_pylist():
             try:
                 ep = _episode_from_row(row, info, video_keys)
             except KeyError as exc:

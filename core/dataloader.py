@@ -1,0 +1,126 @@
+"""The one place a torch DataLoader is built for a dl loader, from what its plugins need of it.
+
+A loader, its decoder and its source each state their needs (`dataloader_needs()`): a start method for
+workers (`spawn` for a decoder that holds a CUDA context), `pin_memory`, a worker init function, a
+collate function, a sampler. `build_dataloader` merges them, refuses contradictions, and picks
+`dl.ResumableDataLoader` for a loader that can resume.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import PluginError
+
+if TYPE_CHECKING:
+    import torch.utils.data
+
+    from .loader import Loader
+
+
+@dataclass(frozen=True)
+class DataLoaderNeeds:
+    """What a plugin needs of the DataLoader; None means "no requirement".
+
+    Attributes:
+        multiprocessing_context: the workers' start method ("spawn", "forkserver" or "fork").
+        pin_memory: whether batches must (True) or must not (False) be pinned.
+        worker_init_fn: called in each worker with its id, as torch's `worker_init_fn`.
+        collate_fn: builds a batch from a list of samples.
+        sampler: the order of a map-style loader (torch Sampler); a loader that shards and shuffles
+            itself gives one, else the DataLoader shuffles with a seeded generator.
+    """
+
+    multiprocessing_context: str | None = None
+    pin_memory: bool | None = None
+    worker_init_fn: Callable | None = None
+    collate_fn: Callable | None = None
+    sampler: Any = None
+
+    def recorded(self) -> dict:
+        """The needs as JSON-able facts for a result file (callables by qualified name)."""
+        out = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                out[field.name] = value if isinstance(value, str | bool) else _qualname(value)
+        return out
+
+
+def _qualname(obj) -> str:
+    named = obj if getattr(obj, "__qualname__", None) else type(obj)
+    return f"{named.__module__}.{named.__qualname__}"
+
+
+def merge_needs(needs: dict[str, DataLoaderNeeds]) -> DataLoaderNeeds:
+    """Combine the needs of several plugins (`{"loader pool": needs, ...}`, the key names the plugin).
+
+    Raises:
+        PluginError: two plugins need different values of one field; the message names both.
+    """
+    merged: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for who, need in needs.items():
+        for field in dataclasses.fields(need):
+            value = getattr(need, field.name)
+            if value is None:
+                continue
+            if field.name in merged and merged[field.name] is not value and merged[field.name] != value:
+                raise PluginError(f"{owner[field.name]} needs DataLoader {field.name}={merged[field.name]!r} but "
+                                  f"{who} needs {value!r}; these plugins cannot be used together.")
+            merged[field.name], owner[field.name] = value, who
+    return DataLoaderNeeds(**merged)
+
+
+def loader_needs(loader: "Loader") -> DataLoaderNeeds:
+    """The merged needs of a loader, its decoder and its source."""
+    return merge_needs({f"loader {type(loader).__name__}": loader.dataloader_needs(),
+                        f"decoder {loader.decoder.name}": loader.decoder.dataloader_needs(),
+                        f"source {loader.meta.source.name}": loader.meta.source.dataloader_needs()})
+
+
+def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: int = 0, seed: int = 0,
+                     prefetch_factor: int | None = None, persistent_workers: bool = False,
+                     **overrides) -> "torch.utils.data.DataLoader":
+    """A DataLoader over a dl loader that honours what its plugins need.
+
+    Args:
+        loader: a dl loader (`dl.loader.Loader`).
+        batch_size: samples per batch; None yields unbatched samples.
+        num_workers: DataLoader worker processes (0: read in this process).
+        seed: seeds the DataLoader's generator (worker seeds, and the shuffle of a map-style loader
+            without a sampler of its own).
+        prefetch_factor, persistent_workers: as torch's (only with workers).
+        **overrides: other DataLoader arguments; one that contradicts a plugin's need raises.
+
+    Returns:
+        A `dl.ResumableDataLoader` when the loader is `dl.loader.Resumable`, else a torch DataLoader.
+
+    Raises:
+        PluginError: the plugins' needs contradict each other or `overrides`.
+        ValueError: num_workers < 0.
+    """
+    import torch
+    import torch.utils.data
+
+    from .loader import Resumable
+    from .resume import ResumableDataLoader
+
+    if num_workers < 0:
+        raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+    needs = loader_needs(loader)
+    given = {f.name: overrides.pop(f.name) for f in dataclasses.fields(DataLoaderNeeds) if f.name in overrides}
+    needs = merge_needs({"the caller": DataLoaderNeeds(**given), "the plugins": needs})
+    kwargs: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers,
+                              "generator": torch.Generator().manual_seed(seed), **overrides}
+    if num_workers:
+        kwargs.update(persistent_workers=persistent_workers, prefetch_factor=prefetch_factor or 2,
+                      multiprocessing_context=needs.multiprocessing_context)
+    for name in ("pin_memory", "worker_init_fn", "collate_fn", "sampler"):
+        if getattr(needs, name) is not None:
+            kwargs[name] = getattr(needs, name)
+    if needs.sampler is None and not isinstance(loader, torch.utils.data.IterableDataset):
+        kwargs["shuffle"] = True
+    cls = ResumableDataLoader if isinstance(loader, Resumable) else torch.utils.data.DataLoader
+    return cls(loader, **kwargs)

@@ -1,0 +1,11 @@
+"""dl.format: the LeRobot v3.0 dataset format, as dl reads it.
+
+- `metadata`: `meta/info.json`, `meta/episodes/`, `meta/tasks.parquet`, `meta/stats.json` and the listing
+  of the dataset's files, read once through a `dl.Source` (`DatasetMeta`, `EpisodeMeta`).
+- `tabular`: an episode's rows from its data parquet file, as numpy arrays.
+- `delta`: `delta_timestamps` as frame offsets, with LeRobot's clamping and `_is_pad` masks.
+- `samples`: LeRobot-compatible sample dicts from rows and decoded frames (`SampleBuilder`).
+
+May import: the contracts at `dl`'s top level (`dl.errors`, `dl.source`, `dl.decoder`, `dl.config`).
+Never: `dl.bench`, `dl.testing`, `dl.plugins`, `dl.cli`.
+"""

@@ -1,0 +1,12 @@
+"""dl.testing: what a plugin author needs to test a plugin against dl.
+
+- `synthetic`: format-true LeRobot v3.0 datasets with real FFmpeg-encoded video, every value a function
+  of its frame's global index, and every frame drawing that index (`frame_code` / `read_frame_code`).
+- `source_suite`, `loader_suite`, `decoder_suite`: conformance suites, pytest classes to subclass in
+  a plugin's own tests (see docs/plugins.md, "Conformance suites"); they need pytest and hypothesis
+  (`pip install dl[testing]`).
+
+May import: `dl`'s top level, `dl.format`; the suites also pytest and hypothesis. Never: `dl.bench`,
+`dl.plugins` (plugins are reached through the registry), `dl.cli`. Importing this package imports
+neither pytest nor torch.
+"""

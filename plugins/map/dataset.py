@@ -1,0 +1,113 @@
+"""The `map` loader's dataset: random access to every frame of the selected episodes."""
+
+import numpy as np
+import torch.utils.data
+
+from dl.config import LoaderConfig
+from dl.dataloader import DataLoaderNeeds
+from dl.decoder import Decoder
+from dl.errors import DlError
+from dl.format.metadata import DatasetMeta
+from dl.format.samples import SampleBuilder
+from dl.format.tabular import tabular_keys
+from dl.resume import config_hash
+from dl.source import FileSpan
+from dl.world import resolve_ranks
+
+from .arrow_store import ArrowEpisodeStore
+from .sampler import EpochSampler
+
+
+class MapDataset(torch.utils.data.Dataset):
+    """Random access to every frame of the selected episodes, LeRobot `LeRobotDataset`-compatible.
+
+    Position `i` (0 <= i < len) is the i-th frame of the selected episodes in ascending episode order,
+    the same order `LeRobotDataset(episodes=...)` uses, so `ds[i]` equals LeRobot's `ds[i]`. Tabular rows
+    live in a memory-mapped Arrow file (see `ArrowEpisodeStore`); frames are decoded per sample by the
+    decoder plugin, all of one camera's timestamps in one call.
+
+    Order: `sampler` (an `EpochSampler`, given to the DataLoader by `dl.make_dataloader`) permutes every
+    position per (seed, epoch) and deals rank `r` every `world_size`-th one, so ranks are disjoint and
+    cover each frame once per epoch. It is `dl.loader.Resumable`: a resume continues the epoch's order
+    `batches_consumed * batch_size` positions in, with any number of DataLoader workers.
+
+    Args:
+        meta: the dataset metadata.
+        decoder: a decoder plugin instance.
+        config: episodes, delta_timestamps, image_dtype, tolerance_s, seed, rank, world_size.
+
+    Raises:
+        MissingFilesError: a selected episode's data or video file is missing.
+        DlError: no episodes selected, or a bad delta_timestamps.
+    """
+
+    def __init__(self, meta: DatasetMeta, decoder: Decoder, config: LoaderConfig):
+        self.meta, self.decoder, self.config = meta, decoder, config
+        self.episodes = meta.select(config.episodes)
+        if not self.episodes:
+            raise DlError(f"no episodes selected from {meta.source.url}.")
+        ranks = resolve_ranks(config.rank, config.world_size)
+        self.rank, self.world_size = ranks.rank, ranks.world_size
+        keys = tabular_keys(meta)
+        self.builder = SampleBuilder(meta, keys, decoder, config)
+        self.builder.check_codecs(self.episodes[0])
+        for ep in self.episodes:  # every selected episode is needed from the start
+            meta.source.admit(ep.index, [FileSpan(f) for f in ep.files()])
+        self.store = ArrowEpisodeStore.build(meta, self.episodes, keys)
+        self.starts = np.cumsum([0] + [ep.length for ep in self.episodes])
+        self.sampler = EpochSampler(len(self), self.rank, self.world_size, config.seed)
+        self._resume_batches = 0
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(position of the episode in the selection, row within it) of position `i`."""
+        if not 0 <= i < len(self):
+            raise IndexError(f"position {i} out of range for {len(self)} frames")
+        e = int(np.searchsorted(self.starts, i, side="right")) - 1
+        return e, i - int(self.starts[e])
+
+    def position_of(self, index: int) -> int:
+        """The position of the frame whose global `index` column equals `index`.
+
+        Raises:
+            KeyError: no selected episode holds that index.
+        """
+        for e, ep in enumerate(self.episodes):
+            if ep.dataset_from_index <= index < ep.dataset_to_index:
+                return int(self.starts[e]) + index - ep.dataset_from_index
+        raise KeyError(f"index {index} is not in the selected episodes")
+
+    def __getitem__(self, i: int) -> dict:
+        e, row = self.locate(i)
+        return self.builder.build(self.episodes[e], self.store.arrays(e), row)
+
+    def dataloader_needs(self) -> DataLoaderNeeds:
+        """The sampler: this loader orders and shards itself."""
+        return DataLoaderNeeds(sampler=self.sampler)
+
+    # ---------------------------------------------------------------------------- Resumable
+    @property
+    def epoch(self) -> int:
+        """The epoch the next `iter()` of the sampler reads."""
+        return self.sampler.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read `epoch` from its start next (as `DistributedSampler.set_epoch`); drops a pending resume."""
+        self.sampler.epoch, self.sampler.skip, self._resume_batches = epoch, 0, 0
+
+    def resume_from(self, epoch: int, batches_consumed: int, batch_size: int) -> None:
+        """Continue `epoch` after `batches_consumed` batches of `batch_size` (the DataLoader delivers a
+        map-style dataset's batches in sampler order, so that is a position in the epoch's order)."""
+        self.sampler.epoch, self.sampler.skip = epoch, batches_consumed * batch_size
+        self._resume_batches = batches_consumed
+
+    def resume_batches(self) -> int:
+        """Batches the next iteration skips (0 unless resuming)."""
+        return self._resume_batches if self.sampler.skip else 0
+
+    def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
+        """The episodes, world size, seed and batch size (the order depends on them; workers do not matter)."""
+        return {"episodes": config_hash([ep.index for ep in self.episodes]), "world_size": self.world_size,
+                "seed": self.config.seed, "batch_size": batch_size}
