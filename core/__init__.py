@@ -13,7 +13,8 @@ together); `errors`, `paths`, `seeding`, `shared_counters`, `decoder_cache` (sha
 Subpackages: `dl.format` (the LeRobot v3.0 format), `dl.bench` (the benchmark), `dl.testing`
 (synthetic datasets and conformance suites), `dl.plugins` (built-in plugins), `dl.cli`.
 
-The top level may import `dl.format`; never `dl.bench`, `dl.testing`, `dl.plugins` or `dl.cli`.
+May import: `dl.format` (the top level's modules may import each other); never `dl.bench`, `dl.testing`,
+`dl.plugins` or `dl.cli`.
 `import dl` is cheap: names below load on first use (torch only when a loader is built).
 """
 

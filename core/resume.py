@@ -91,6 +91,8 @@ class ResumableDataLoader(torch.utils.data.DataLoader):
             yield batch
         if not advanced:
             self.dataset.set_epoch(self._epoch + 1)
+        # the epoch ran out: a state taken now resumes at the start of the next one, not at an empty tail
+        self._epoch, self._consumed = self._epoch + 1, 0
 
     def state_dict(self) -> dict:
         """Counters only: the epoch being read, the batches delivered from it, and the invariants."""

@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+from importlib.metadata import EntryPoint, distributions
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,3 +27,14 @@ def table_rows(output: str) -> list[list[str]]:
     """The cells of each row of a rich table printed to a pipe."""
     return [[c.strip() for c in re.split(r"[│┃|]", line)[1:-1]] for line in output.splitlines()
             if len(re.findall(r"[│┃|]", line)) >= 2]
+
+
+def fake_distribution(site: Path, dist: str, dist_version: str, eps: dict[str, str]) -> list[EntryPoint]:
+    """Write `<dist>-<version>.dist-info` (METADATA + entry_points.txt) into `site`; return its `dl` entry
+    points, read back through importlib.metadata so each one knows its distribution."""
+    info = site / f"{dist.replace('-', '_')}-{dist_version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {dist_version}\n")
+    (info / "entry_points.txt").write_text("[dl]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
+    (found,) = [d for d in distributions(path=[str(site)]) if d.metadata["Name"] == dist]
+    return [e for e in found.entry_points if e.group == "dl"]

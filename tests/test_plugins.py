@@ -5,12 +5,11 @@ import json
 import sys
 import textwrap
 import uuid
-from importlib.metadata import EntryPoint, distributions, entry_points, version
-from pathlib import Path
+from importlib.metadata import EntryPoint, entry_points, version
 
 import pluggy
 import pytest
-from plugin_helpers import BUILTINS, run_dl, table_rows
+from plugin_helpers import BUILTINS, fake_distribution, run_dl, table_rows
 
 from dl.errors import PluginError
 from dl.plugins_manager import load_plugins
@@ -38,17 +37,6 @@ def plugin_module(tmp_path, monkeypatch):
 
 def ep(name: str, module: str) -> EntryPoint:
     return EntryPoint(name, module, group="dl")
-
-
-def fake_distribution(site: Path, dist: str, dist_version: str, eps: dict[str, str]) -> list[EntryPoint]:
-    """Write `<dist>-<version>.dist-info` (METADATA + entry_points.txt) into `site`; return its `dl` entry
-    points, read back through importlib.metadata so each one knows its distribution."""
-    info = site / f"{dist.replace('-', '_')}-{dist_version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {dist_version}\n")
-    (info / "entry_points.txt").write_text("[dl]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
-    (found,) = [d for d in distributions(path=[str(site)]) if d.metadata["Name"] == dist]
-    return [e for e in found.entry_points if e.group == "dl"]
 
 
 def source_plugin(*names: str) -> str:

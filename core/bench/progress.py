@@ -1,4 +1,4 @@
-"""A rich progress bar for one benchmark run, driven by `dl.benchmark.Progress` callbacks."""
+"""A rich progress bar for one benchmark run, driven by `dl.bench.runner.Progress` callbacks."""
 
 from contextlib import contextmanager
 

@@ -1,0 +1,163 @@
+"""The decoder conformance suite: what every dl decoder must do, as pytest tests to inherit.
+
+    from dl.testing.decoder_suite import DecoderSuite
+
+    class TestMyDecoder(DecoderSuite):
+        decoder = "mine"                 # the registered name
+        decoder_options = {}
+        codecs = ("h264", "hevc")        # the codecs it claims (each gets a generated video)
+
+What it checks, on videos FFmpeg encodes for the test (`dl.testing.synthetic`, every frame drawing its
+global index): frames equal to a reference decoder's at the same timestamps (the `ffmpeg` command line
+decoding the whole file to RGB: the same frame, pixels within `pixel_tolerance`), presentation
+timestamps within a frame of the query, timestamps outside the stream refused with `VideoDecodeError`,
+`probe` facts, pickling, and decoding in forked DataLoader workers after the parent decoded (no decoder
+crosses a fork). A decoder that needs a device skips with the reason its factory raises (`DlError`).
+"""
+
+import pickle
+import shutil
+import subprocess
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dl.assembly import open_dataset
+from dl.errors import DlError, VideoDecodeError
+from dl.plugins_manager import get_plugins
+from dl.testing.synthetic import SyntheticConfig, camera_key, read_frame_code, write_synthetic_dataset
+
+SUITE_SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                                 HealthCheck.differing_executors])
+
+
+@cache
+def reference_frames(path: str, width: int, height: int) -> np.ndarray:
+    """Every frame of the video at `path` decoded by the `ffmpeg` command line to RGB: uint8 [N, H, W, 3]."""
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise RuntimeError("the decoder suite's reference is the ffmpeg command line; install FFmpeg")
+    raw = subprocess.run([ffmpeg, "-v", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "rgb24", "-vsync", "0",
+                          "-"], capture_output=True, check=True, timeout=120).stdout
+    return np.frombuffer(raw, np.uint8).reshape(-1, height, width, 3)
+
+
+class _Decode:
+    """A map-style dataset decoding one timestamp per item (for the forked-workers test)."""
+
+    def __init__(self, decoder, source, path, timestamps):
+        self.decoder, self.source, self.path, self.timestamps = decoder, source, path, timestamps
+
+    def __len__(self):
+        return len(self.timestamps)
+
+    def __getitem__(self, i):
+        return self.decoder.frames_at(self.source, self.path, [self.timestamps[i]]).data[0].cpu()
+
+
+class DecoderSuite:
+    """Inherit in a test class and set `decoder` (and `decoder_options`, `codecs`, `pixel_tolerance`).
+
+    Attributes:
+        decoder: the registered decoder name.
+        decoder_options: keyword options for its factory.
+        codecs: codecs to test, from `dl.testing.synthetic.CODECS`.
+        pixel_tolerance: the largest mean absolute difference (0-255 scale) from the reference per frame;
+            colour conversion may differ slightly between decoders, the frame may not.
+    """
+
+    decoder: str = ""
+    decoder_options: dict = {}
+    codecs: tuple[str, ...] = ("h264", "av1")
+    pixel_tolerance: float = 4.0
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def videos(cls, tmp_path_factory) -> dict:
+        """`{codec: dataset root}`: 2 episodes of 25-30 frames per file, GOP 5, 128x96, one camera."""
+        out = {}
+        for codec in cls.codecs:
+            config = SyntheticConfig(episodes=2, frames_per_episode=(25, 30), cameras=1, codec=codec, gop=5,
+                                     episodes_per_file=2)
+            out[codec] = write_synthetic_dataset(tmp_path_factory.mktemp("decoder-suite") / codec, config)
+        return out
+
+    @staticmethod
+    def video(videos: dict, codec: str):
+        """(source, path of the generated video file of `codec`, its frame count, fps)."""
+        meta = open_dataset(str(videos[codec]))
+        path = meta.episodes[0].videos[camera_key(0)].path
+        return meta.source, path, sum(e.length for e in meta.episodes.values()), meta.fps
+
+    def make_decoder(self):
+        """The decoder under test; skips (with its reason) when its factory says the machine cannot run it."""
+        try:
+            return get_plugins().registry.create("decoder", self.decoder, **self.decoder_options)
+        except DlError as exc:
+            pytest.skip(f"decoder {self.decoder!r} cannot run here: {exc}")
+
+    # ------------------------------------------------------------------------------------ values
+    @SUITE_SETTINGS
+    @given(data=st.data())
+    def test_frames_equal_the_reference(self, videos, data):
+        codec = data.draw(st.sampled_from(self.codecs), label="codec")
+        source, path, frames, fps = self.video(videos, codec)
+        decoder = self.make_decoder()
+        indices = data.draw(st.lists(st.integers(0, frames - 1), min_size=1, max_size=6), label="frame indices")
+        timestamps = [i / fps for i in indices]
+        decoded = decoder.frames_at(source, path, timestamps)
+        got = decoded.data.cpu()
+        assert got.dtype.is_floating_point is False and got.shape[0] == len(indices) and got.shape[1] == 3
+        reference = reference_frames(source.path(path), got.shape[3], got.shape[2])
+        for k, index in enumerate(indices):
+            frame = got[k].permute(1, 2, 0).numpy()
+            assert read_frame_code(frame) == read_frame_code(reference[index]), f"{codec}: wrong frame at {index}"
+            diff = np.abs(frame.astype(np.int16) - reference[index].astype(np.int16)).mean()
+            assert diff <= self.pixel_tolerance, f"{codec}: frame {index} differs by {diff:.2f} on average"
+        pts = decoded.pts_s.cpu().double().numpy()
+        assert np.all(np.abs(pts - np.asarray(timestamps)) < 0.5 / fps), f"{codec}: pts {pts} for {timestamps}"
+
+    @pytest.mark.parametrize("where", ["before", "after"])
+    def test_timestamps_outside_the_stream_are_refused(self, videos, where):
+        for codec in self.codecs:
+            source, path, frames, fps = self.video(videos, codec)
+            t = -1.0 if where == "before" else (frames + 5) / fps
+            with pytest.raises(VideoDecodeError, match=path.split("/")[-1]):
+                self.make_decoder().frames_at(source, path, [0.0, t])
+
+    def test_probe(self, videos):
+        for codec in self.codecs:
+            source, path, frames, fps = self.video(videos, codec)
+            facts = self.make_decoder().probe(source, path)
+            assert {"codec", "width", "height", "num_frames", "average_fps", "duration_s"} <= set(facts)
+            assert (facts["codec"], facts["width"], facts["height"]) == (codec, 128, 96)
+            assert facts["num_frames"] == frames and abs(facts["average_fps"] - fps) < 1e-6
+
+    # ------------------------------------------------------------------------------------ processes
+    def test_pickles_with_open_decoders(self, videos):
+        source, path, _, fps = self.video(videos, self.codecs[0])
+        decoder = self.make_decoder()
+        first = decoder.frames_at(source, path, [3 / fps]).data.cpu()
+        copy = pickle.loads(pickle.dumps(decoder))
+        assert np.array_equal(copy.frames_at(source, path, [3 / fps]).data.cpu(), first)
+
+    def test_safe_after_fork(self, videos):
+        import torch.utils.data
+
+        source, path, frames, fps = self.video(videos, self.codecs[0])
+        decoder = self.make_decoder()
+        timestamps = [i / fps for i in range(frames)]
+        parent = [decoder.frames_at(source, path, [t]).data[0].cpu() for t in timestamps[:3]]  # opens decoders
+        decoder.cache.reset_stats()
+        loader = torch.utils.data.DataLoader(_Decode(decoder, source, path, timestamps), batch_size=None,
+                                             num_workers=2, multiprocessing_context="fork")
+        got = list(loader)
+        assert [read_frame_code(f)[0] for f in got] == [read_frame_code(f)[0] for f in
+                                                        [decoder.frames_at(source, path, [t]).data[0].cpu()
+                                                         for t in timestamps]]
+        assert all(np.array_equal(a, b) for a, b in zip(got[:3], parent, strict=True))
+        assert decoder.cache.stats()["misses"] >= 2, "forked workers reused the parent's open decoders"

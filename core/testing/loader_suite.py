@@ -1,0 +1,184 @@
+"""The loader conformance suite: what every dl loader must do, as pytest tests to inherit.
+
+    from dl.testing.loader_suite import LoaderSuite
+
+    class TestMyLoader(LoaderSuite):
+        loader = "mine"                      # the registered name
+        loader_options = {"buffer": 8}       # its factory options, if any
+
+What it checks, on generated datasets (`dl.testing.synthetic`), through `dl.make_dataloader`:
+- every frame exactly once per epoch, for world sizes 1-3 x DataLoader workers 0-2 (ranks disjoint);
+- the same order for the same seed, another order for another seed and for the next epoch;
+- exact resume at any cut point (batches into epoch 0 or 1), with 0 and 2 workers, for loaders that are
+  `dl.loader.Resumable` (others skip those tests, saying so);
+- values equal to the `map` loader's at the same global index, windows and `{key}_is_pad` included;
+- the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn).
+Cut points and world shapes are drawn by hypothesis, derandomized so a run is repeatable.
+"""
+
+import itertools
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dl
+from dl.loader import Resumable
+from dl.testing.synthetic import SyntheticConfig, camera_key, write_synthetic_dataset
+
+TABULAR = SyntheticConfig(episodes=7, frames_per_episode=(5, 15), cameras=0, episodes_per_file=3, row_group_size=8)
+"""No video, 7 uneven episodes over 3 files: coverage and order tests run fast and split unevenly."""
+VIDEO = SyntheticConfig(episodes=4, frames_per_episode=(12, 20), cameras=2, codec="h264", gop=4, episodes_per_file=2)
+"""Two H.264 cameras, for value checks against `map`."""
+
+SUITE_SETTINGS = settings(max_examples=8, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                                 HealthCheck.differing_executors])
+"""Derandomized (the same examples every run) and without a database, so a suite run is repeatable; each
+subclass runs the inherited tests as its own executor."""
+
+
+class LoaderSuite:
+    """Inherit in a test class and set `loader` (and `loader_options`); every test below then runs on it.
+
+    Attributes:
+        loader: the registered loader name.
+        loader_options: keyword options for its factory.
+        batch_size: batch size of the DataLoaders the tests build.
+    """
+
+    loader: str = ""
+    loader_options: dict = {}
+    batch_size: int = 3
+
+    # ------------------------------------------------------------------------------------ fixtures
+    @pytest.fixture(scope="class")
+    @classmethod
+    def tabular_root(cls, tmp_path_factory):
+        return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "tabular", TABULAR)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def video_root(cls, tmp_path_factory):
+        return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "video", VIDEO)
+
+    @pytest.fixture(autouse=True)
+    def _private_cache(self, tmp_path, monkeypatch):
+        monkeypatch.setenv("DL_CACHE_DIR", str(tmp_path / "dl-cache"))
+
+    # ------------------------------------------------------------------------------------ helpers
+    def make(self, root, **config):
+        """The loader under test on `root` (config: `dl.LoaderConfig` fields)."""
+        config.setdefault("image_dtype", "uint8")
+        return dl.make_dataset(str(root), loader=self.loader, loader_options=dict(self.loader_options), **config)
+
+    def dataloader(self, dataset, num_workers: int, **kwargs):
+        return dl.make_dataloader(dataset, batch_size=self.batch_size, num_workers=num_workers, **kwargs)
+
+    @staticmethod
+    def indices(batches) -> list[list[int]]:
+        return [batch["index"].tolist() for batch in batches]
+
+    def epoch(self, dataset, num_workers: int) -> list[list[int]]:
+        """The `index` batches of one pass of a fresh DataLoader."""
+        return self.indices(self.dataloader(dataset, num_workers))
+
+    @staticmethod
+    def every_index(dataset) -> list[int]:
+        return [i for ep in dataset.episodes for i in range(ep.dataset_from_index, ep.dataset_to_index)]
+
+    def require_resumable(self, dataset):
+        if not isinstance(dataset, Resumable):
+            pytest.skip(f"loader {self.loader!r} is not dl.loader.Resumable: it does not claim exact resume")
+
+    # ------------------------------------------------------------------------------------ coverage
+    @SUITE_SETTINGS
+    @given(world_size=st.integers(1, 3), num_workers=st.integers(0, 2), seed=st.integers(0, 2**16))
+    def test_every_frame_once_per_epoch(self, tabular_root, world_size, num_workers, seed):
+        seen: dict[int, list[int]] = {}
+        for rank in range(world_size):
+            dataset = self.make(tabular_root, seed=seed, rank=rank, world_size=world_size)
+            seen[rank] = [i for batch in self.epoch(dataset, num_workers) for i in batch]
+        everything = [i for rank in seen.values() for i in rank]
+        assert Counter(everything) == Counter(self.every_index(dataset)), "not every frame exactly once"
+        for a in range(world_size):
+            for b in range(a + 1, world_size):
+                assert not set(seen[a]) & set(seen[b]), f"ranks {a} and {b} share frames"
+
+    # ------------------------------------------------------------------------------------ order
+    def test_same_seed_same_order(self, tabular_root):
+        for num_workers in (0, 2):
+            first = self.epoch(self.make(tabular_root, seed=5), num_workers)
+            assert self.epoch(self.make(tabular_root, seed=5), num_workers) == first
+
+    def test_other_seed_other_order(self, tabular_root):
+        assert self.epoch(self.make(tabular_root, seed=5), 0) != self.epoch(self.make(tabular_root, seed=6), 0)
+
+    def test_next_epoch_other_order(self, tabular_root):
+        loader = self.dataloader(self.make(tabular_root, seed=5), 2, persistent_workers=True)
+        first, second = self.indices(loader), self.indices(loader)
+        assert sorted(sum(first, [])) == sorted(sum(second, []))
+        assert first != second, "two epochs came in the same order"
+
+    # ------------------------------------------------------------------------------------ resume
+    @SUITE_SETTINGS
+    @given(data=st.data(), num_workers=st.sampled_from([0, 2]), epoch=st.integers(0, 1))
+    def test_exact_resume(self, tabular_root, data, num_workers, epoch):
+        dataset = self.make(tabular_root, seed=3)
+        self.require_resumable(dataset)
+        whole = self.dataloader(dataset, num_workers)
+        for _ in range(epoch):
+            self.indices(whole)
+        expected = self.indices(whole)
+        cut = data.draw(st.integers(0, len(expected)), label="cut (batches)")
+
+        interrupted = self.dataloader(self.make(tabular_root, seed=3), num_workers)
+        for _ in range(epoch):
+            self.indices(interrupted)
+        got = self.indices(itertools.islice(interrupted, cut))  # stop without asking for batch `cut`
+        state = interrupted.state_dict()
+        del interrupted
+
+        resumed = self.dataloader(self.make(tabular_root, seed=3), num_workers)
+        resumed.load_state_dict(state)
+        assert got + self.indices(resumed) == expected
+        assert sorted(sum(self.indices(resumed), [])) == sorted(sum(expected, [])), "the next epoch is incomplete"
+
+    def test_resume_state_is_json(self, tabular_root):
+        import json
+
+        dataset = self.make(tabular_root, seed=3)
+        self.require_resumable(dataset)
+        loader = self.dataloader(dataset, 0)
+        next(iter(loader))
+        state = loader.state_dict()
+        assert json.loads(json.dumps(state)) == state
+
+    # ------------------------------------------------------------------------------------ values
+    @pytest.mark.parametrize("windows", [False, True], ids=["single", "windows"])
+    def test_values_equal_map(self, video_root, windows):
+        import torch
+
+        cam = camera_key(0)
+        delta = {"action": [-2 / 30, 0.0, 1 / 30], cam: [-1 / 30, 0.0], "observation.state": [0.0, 3 / 30]}
+        config = {"delta_timestamps": delta if windows else None, "image_dtype": "uint8"}
+        reference = dl.make_dataset(str(video_root), loader="map", **config)
+        dataset = self.make(video_root, **config)
+        checked = 0
+        for sample in dataset:
+            expected = reference[reference.position_of(int(sample["index"]))]
+            assert set(sample) == set(expected), f"keys differ at index {int(sample['index'])}"
+            for key, value in expected.items():
+                if isinstance(value, torch.Tensor):
+                    assert torch.equal(sample[key], value), f"{key} differs at index {int(sample['index'])}"
+                else:
+                    assert sample[key] == value, f"{key} differs at index {int(sample['index'])}"
+            checked += 1
+        assert checked == len(self.every_index(dataset))
+
+    def test_spawned_workers(self, tabular_root):
+        dataset = self.make(tabular_root, seed=1)
+        spawned = self.indices(self.dataloader(dataset, 1, multiprocessing_context="spawn"))
+        assert Counter(sum(spawned, [])) == Counter(self.every_index(dataset))
+        assert spawned == self.epoch(self.make(tabular_root, seed=1), 1)

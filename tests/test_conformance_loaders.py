@@ -1,0 +1,17 @@
+"""The built-in loaders pass dl.testing's loader conformance suite."""
+
+import pytest
+
+from dl.testing.loader_suite import LoaderSuite
+
+# 3 DataLoader workers on a 2-core machine are intended here (world size 3 x 2 workers)
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create .* worker processes")
+
+
+class TestMapLoader(LoaderSuite):
+    loader = "map"
+
+
+class TestPoolLoader(LoaderSuite):
+    loader = "pool"
+    loader_options = {"episode_pool_size": 2}

@@ -1,0 +1,73 @@
+"""Every plugin kind takes its options the same way: keyword arguments of its factory, read from the
+signature (defaults) and the docstring (help), checked before anything is built, listed by `dl plugins`."""
+
+import pytest
+from plugin_helpers import run_dl
+
+import dl
+from dl.errors import PluginError
+from dl.plugin_options import REQUIRED, docstring_args, factory_options
+
+
+def loader_factory(meta, decoder, config, pool: int = 4, *, label: str = "x", mode):
+    """A loader.
+
+    Args:
+        meta, decoder, config: as every loader.
+        pool: how many episodes stay open; a longer
+            explanation on a second line.
+        label: a name.
+    """
+
+
+class Decoder:
+    """A decoder class.
+
+    Args:
+        threads (int): FFmpeg threads.
+    """
+
+    def __init__(self, threads=1, **rest):
+        pass
+
+
+def test_options_come_from_the_signature_after_the_kinds_positionals():
+    options = factory_options("loader", loader_factory)
+    assert [(o.name, o.default) for o in options.options] == [("pool", 4), ("label", "x"), ("mode", REQUIRED)]
+    assert options.options[0].help == "how many episodes stay open; a longer explanation on a second line."
+    assert options.missing({"pool": 1}) == ["mode"] and options.unknown({"nope": 1}) == ["nope"]
+    assert options.describe() == "pool=4, label='x', mode (required)"
+
+
+def test_a_factory_with_kwargs_accepts_any_option():
+    options = factory_options("decoder", Decoder)
+    assert options.open and options.unknown({"anything": 1}) == [] and options.names() == ["threads"]
+    assert docstring_args(Decoder) == {"threads": "FFmpeg threads."}
+
+
+def test_a_factory_that_cannot_take_the_positionals_is_refused():
+    with pytest.raises(TypeError, match="a source factory takes root positional argument"):
+        factory_options("source", lambda: None)
+
+
+def test_make_dataset_refuses_an_option_the_loader_does_not_take(small_dataset):
+    with pytest.raises(PluginError, match=r"loader 'map' \(dl\) does not take option episode_pool_size\. It accepts: "
+                                          r"none \(set them with --loader-option KEY=VALUE\)\."):
+        dl.make_dataset(str(small_dataset), loader="map", loader_options={"episode_pool_size": 8})
+    with pytest.raises(PluginError, match=r"It accepts: episode_pool_size=16, drop_last=False"):
+        dl.make_dataset(str(small_dataset), loader="pool", loader_options={"pool_size": 8})
+
+
+def test_dl_run_refuses_a_pool_option_for_map_before_running(small_dataset, tmp_path):
+    proc = run_dl("run", "--root", str(small_dataset), "--loader", "map", "--loader-option", "episode_pool_size=8",
+                  "--out-dir", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "loader 'map' (dl) does not take option episode_pool_size. It accepts: none" in proc.stderr
+    assert not (tmp_path / "out").exists(), "nothing may run or be written"
+
+
+def test_dl_run_refuses_an_unknown_decoder_option(small_dataset, tmp_path):
+    proc = run_dl("run", "--root", str(small_dataset), "--decoder-option", "threads=2", "--out-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert ("decoder 'cpu' (dl) does not take option threads. It accepts: cache_size=64, num_threads=1, "
+            "seek_mode='approximate'") in proc.stderr.replace("\n", " ")
