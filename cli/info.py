@@ -57,4 +57,5 @@ def info(root, source, source_option, decoder):
         ok = sorted(set(meta.episodes) - set(broken))
         console.print(f"episodes with all files: [green]--episodes {format_indices(ok)}[/]", highlight=False)
     else:
-        console.print("[green]all data and video files present[/]")
+        console.print("[green]all data and video files present[/] (their contents are not checked here: "
+                      f"`dl validate {root}` opens every file)", highlight=False)

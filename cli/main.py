@@ -1,26 +1,32 @@
-"""`dl`: the command group. dl's own errors print as one red message and exit 2, without a traceback."""
+"""`dl`: the command group and its error handling. Every failure prints one line in click's style
+(`Error: ...`) and exits non-zero, without a traceback: dl's own errors and bad options exit 2, Ctrl-C
+130, SIGTERM 143 (run processes and their DataLoader workers are stopped first)."""
 
 import sys
 
 import click
-from rich.console import Console
 
 from dl import __version__
-from dl.errors import DlError
 
 from .info import info
 from .plugins import plugins
 from .run import run
 from .synthetic_dataset import synthetic_dataset
+from .validate import validate
 
 
 class DlGroup(click.Group):
+    """Turns dl's own errors into click errors, so they print as `Error: message` and exit 2."""
+
     def invoke(self, ctx):
+        from dl.errors import DlError
+
         try:
             return super().invoke(ctx)
         except DlError as exc:
-            Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
-            sys.exit(2)
+            error = click.ClickException(str(exc))
+            error.exit_code = 2
+            raise error from None
 
 
 @click.group(cls=DlGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -30,15 +36,32 @@ def cli():
 
     `dl run` benchmarks a loader on a dataset (with no --root: on an embedded synthetic dataset dl
     generates once). `dl plugins` lists the sources, loaders, decoders and schedulers installed.
+    `dl info` summarizes a dataset, `dl validate` checks every file of it.
     """
 
 
 cli.add_command(run)
 cli.add_command(plugins)
 cli.add_command(info)
+cli.add_command(validate)
 cli.add_command(synthetic_dataset)
 
 
 def main():
     """Console-script entry point."""
-    cli(prog_name="dl")
+    from dl.signals import Terminated, raise_on_sigterm
+
+    raise_on_sigterm()
+    try:
+        cli.main(prog_name="dl", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("Error: interrupted (Ctrl-C); runs in progress were stopped.", err=True)
+        sys.exit(130)
+    except Terminated:
+        click.echo("Error: terminated (SIGTERM); runs in progress were stopped.", err=True)
+        sys.exit(143)

@@ -2,6 +2,8 @@
 and comma-separated lists."""
 
 import json
+import os
+from pathlib import Path
 
 import click
 
@@ -70,3 +72,61 @@ def parse_episodes(text: str) -> list[int]:
     if any(i < 0 for i in out):
         raise DlError(f"--episodes: episode indices are >= 0, got {text!r}.")
     return sorted(out)
+
+
+class PluginOption(click.Option):
+    """`--source` / `--loader` / `--decoder` / `--scheduler`: a plugin name whose help lists the registered
+    names of its kind, loaded only when help is shown (so `dl --help` stays fast)."""
+
+    def __init__(self, *args, kind: str, default_name: str, **kwargs):
+        self.kind, self.default_name = kind, default_name
+        super().__init__(*args, **kwargs)
+
+    def get_help_record(self, ctx):
+        from dl.plugins_manager import get_plugins
+
+        names = get_plugins().registry.names(self.kind)
+        self.help = (f"{self.kind.capitalize()} plugin: {', '.join(names) or 'none installed'} "
+                     f"[{self.default_name}]; `dl plugins` shows their options.")
+        return super().get_help_record(ctx)
+
+
+def parse_workers(values: tuple[str, ...], default: int) -> list[int]:
+    """("0,2", "4") -> [0, 2, 4]; each a DataLoader worker count >= 0.
+
+    Raises:
+        click.BadParameter: not an integer, or negative.
+    """
+    try:
+        counts = split_csv(values, int) or [default]
+    except ValueError:
+        raise click.BadParameter(f"{', '.join(values)}: give integers >= 0, e.g. 0,2",
+                                 param_hint="--num-workers") from None
+    if any(n < 0 for n in counts):
+        raise click.BadParameter(f"{min(counts)} is negative: give 0 (read in the benchmark process) or more "
+                                 "workers", param_hint="--num-workers")
+    return counts
+
+
+def writable_folder(path: str, create: bool = False) -> Path:
+    """Check that `path` is, or can be made, a folder files can be written into; with `create`, make it.
+    Without `create` nothing is written, so a bad --out-dir is reported before any work and leaves no trace.
+
+    Raises:
+        click.BadParameter: it is a file, lies under a file, or cannot be written.
+    """
+    folder = Path(path)
+    existing = next(p for p in [folder, *folder.absolute().parents] if p.exists())
+    if not existing.is_dir():
+        where = "is a file" if existing == folder else f"lies under the file {existing}"
+        raise click.BadParameter(f"{path} {where}; give a folder", param_hint="--out-dir")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"{path} is not writable (by {existing}); give a folder you can write to",
+                                 param_hint="--out-dir")
+    if create:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.BadParameter(f"{path} cannot be created ({exc.strerror}); give a folder you can write to",
+                                     param_hint="--out-dir") from None
+    return folder

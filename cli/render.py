@@ -1,38 +1,80 @@
-"""Rich rendering of benchmark results: one row per metric, one column per run (fits narrow terminals)."""
+"""Rich rendering of benchmark results: what was measured (dataset, runs) above one table with a row per
+metric and a column per run, in words a newcomer can read; every field is explained in docs/benchmark.md."""
 
 from rich.console import Console
 from rich.table import Table
 
 ROWS = (
-    ("samples_per_s", "samples/s"), ("decoded_frames_per_s", "decoded frames/s"),
-    ("single_proc_samples_per_s", "single-process samples/s"), ("fetch_pct", "fetch % (single-process)"),
-    ("decode_pct", "decode % (single-process)"), ("shuffle_randomness_frac", "shuffle randomness"),
-    ("first_batch_latency_s", "first batch latency s"), ("p50_sample_latency_ms", "p50 sample latency ms"),
-    ("p95_sample_latency_ms", "p95 sample latency ms"), ("p99_sample_latency_ms", "p99 sample latency ms"),
-    ("peak_rss_gb", "peak RSS GB (tree)"), ("pss_gb_at_window_end", "PSS GB (tree, window end)"),
-    ("video_decoder_cache", "decoder cache hit/miss/evict"), ("window_samples", "samples in window"),
-    ("resume_first_batch_s", "resume first batch s"),
-    ("total_time_s", "total time s"),
+    ("samples_per_s", "samples/s"),
+    ("decoded_frames_per_s", "video frames/s"),
+    ("single_proc_samples_per_s", "samples/s in one process"),
+    ("fetch_pct", "% rows+conversion, 1 process"),
+    ("decode_pct", "% video decode, 1 process"),
+    ("shuffle_randomness_frac", "episodes per batch (ideal)"),
+    ("first_batch_latency_s", "first batch after, s"),
+    ("p50_sample_latency_ms", "ms per sample, median"),
+    ("p95_sample_latency_ms", "ms per sample, 95th pct"),
+    ("p99_sample_latency_ms", "ms per sample, 99th pct"),
+    ("peak_rss_gb", "peak memory GB (all procs)"),
+    ("pss_gb_at_window_end", "memory GB, shared once"),
+    ("video_decoder_cache", "video decoders reused/opened"),
+    ("window_samples", "samples measured"),
+    ("resume_first_batch_s", "first batch after resume, s"),
+    ("total_time_s", "run time s"),
 )
+"""(result field, row label); the first line of each label is what docs/benchmark.md explains."""
 
 
 def _cell(result: dict, key: str) -> str:
     value = result.get(key)
     if key == "video_decoder_cache" and isinstance(value, dict):
-        return f"{value['hits']}/{value['misses']}/{value['evictions']}"
+        return f"{value['hits']}/{value['misses']}"
     if key == "shuffle_randomness_frac" and value is not None and result.get("shuffle_randomness_ideal"):
-        return f"{value:.3f} (ideal {result['shuffle_randomness_ideal']:.3f})"
+        return f"{value:.3f} ({result['shuffle_randomness_ideal']:.3f})"
     return "-" if value is None else str(value)
 
 
-def render_results(results: list[dict], console: Console) -> None:
-    """The metrics table of the successful runs; failed runs are listed under it with their error."""
+def describe_run(result: dict) -> str:
+    """What a run name stands for: loader, decoder, mode, workers, ranks."""
+    config = result.get("config") or {}
+    ranks = result.get("world_size") or config.get("world_size") or 1
+    parts = [f"loader {config.get('loader')}", f"decoder {config.get('decoder')}", f"mode {config.get('mode')}",
+             f"{config.get('num_workers')} DataLoader worker(s)", f"batch {config.get('batch_size')}"]
+    if ranks > 1:
+        parts.append(f"{ranks} ranks" if "rank" not in result else f"rank {result['rank']} of {ranks}")
+    return ", ".join(parts)
+
+
+def describe_dataset(result: dict, default_dataset: bool) -> str:
+    """The dataset a result measured: its root (or "dl's generated default dataset: ..."), episodes, frames,
+    fps, cameras."""
+    data = result.get("dataset") or {}
+    cameras = data.get("cameras") or []
+    what = f"{data.get('episodes')} episodes, {data.get('frames')} frames at {data.get('fps')} fps, " + (
+        f"{len(cameras)} camera(s) ({', '.join(cameras)})" if cameras else "no cameras")
+    if default_dataset:
+        from dl.bench.default_dataset import DEFAULT_CONFIG as c
+
+        return (f"dl's generated default dataset ({c.episodes} episodes, {c.cameras} cameras, {c.width}x{c.height} "
+                f"{c.codec.upper()}) at {data.get('root')}: {what}")
+    return f"{data.get('root')}: {what}"
+
+
+def render_results(results: list[dict], console: Console, default_dataset: bool = False) -> None:
+    """The dataset and what each run is, then the metrics table of the successful runs (one column per run:
+    its name when it is the only one, else #1, #2... named above), then failed runs with their cause."""
     ok = [r for r in results if r.get("status") == "ok"]
     if ok:
-        table = Table(title="dl run results", header_style="bold")
-        table.add_column("metric")
-        for result in ok:
-            table.add_column(result["name"], justify="right")
+        console.print(f"[bold]dataset[/] {describe_dataset(ok[0], default_dataset)}", highlight=False,
+                      soft_wrap=True)
+        labels = [r["name"] for r in ok] if len(ok) == 1 else [f"#{i}" for i in range(1, len(ok) + 1)]
+        for label, result in zip(labels, ok, strict=True):
+            head = f"[bold]{result['name']}[/]" if len(ok) == 1 else f"[bold]{label}[/] {result['name']}"
+            console.print(f"{head}: {describe_run(result)}", highlight=False, soft_wrap=True)
+        table = Table(title="dl run results", header_style="bold", caption="fields: docs/benchmark.md")
+        table.add_column("metric", no_wrap=True)
+        for label in labels:
+            table.add_column(label, justify="right", overflow="fold")
         for key, label in ROWS:
             if any(r.get(key) is not None for r in ok):  # rows no run reports (resume, for map) are left out
                 table.add_row(label, *(_cell(r, key) for r in ok))
@@ -42,4 +84,5 @@ def render_results(results: list[dict], console: Console) -> None:
         console.print(table)
     for result in results:
         if result.get("status") != "ok":
-            console.print(f"[bold red]{result.get('name')} failed:[/] {result.get('error')}", highlight=False)
+            console.print(f"[bold red]{result.get('name')} failed:[/] {result.get('error')}", highlight=False,
+                          soft_wrap=True)

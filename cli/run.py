@@ -7,12 +7,19 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import Progress
 
 from dl.bench.scenarios import SCENARIOS, scenario_options
 from dl.bench.spec import MODES, RunSpec
 
-from .options import parse_delta, parse_episodes, parse_key_values, split_csv
+from .options import (
+    PluginOption,
+    parse_delta,
+    parse_episodes,
+    parse_key_values,
+    parse_workers,
+    split_csv,
+    writable_folder,
+)
 
 _SCENARIO_HELP = "\n".join(f"  {name}: {s['_about']}" for name, s in SCENARIOS.items())
 _DEFAULTS = RunSpec()
@@ -23,10 +30,10 @@ _DEFAULTS = RunSpec()
                "  dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2\n"
                "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60")
 @click.option("--scenario", type=click.Choice(sorted(SCENARIOS)), help="Preset of several options (below).")
-@click.option("--source", help=f"Source plugin [{_DEFAULTS.source}].")
-@click.option("--loader", help=f"Loader plugin [{_DEFAULTS.loader}].")
-@click.option("--decoder", help=f"Decoder plugin [{_DEFAULTS.decoder}].")
-@click.option("--scheduler", help=f"Scheduler plugin [{_DEFAULTS.scheduler}].")
+@click.option("--source", cls=PluginOption, kind="source", default_name=_DEFAULTS.source)
+@click.option("--loader", cls=PluginOption, kind="loader", default_name=_DEFAULTS.loader)
+@click.option("--decoder", cls=PluginOption, kind="decoder", default_name=_DEFAULTS.decoder)
+@click.option("--scheduler", cls=PluginOption, kind="scheduler", default_name=_DEFAULTS.scheduler)
 @click.option("--root", help="Dataset root for the source. Default: dl's embedded synthetic dataset "
               "(generated once into the cache folder).")
 @click.option("--episodes", help="Episodes to load: indices and inclusive ranges, e.g. 0,3-6,8 [all].")
@@ -58,14 +65,17 @@ _DEFAULTS = RunSpec()
               "e.g. cache_size=16 (repeatable).")
 @click.option("--scheduler-option", multiple=True, metavar="KEY=VALUE", help="An option of the scheduler plugin, "
               "e.g. timeout_s=600 (repeatable).")
-@click.option("--out-dir", type=click.Path(file_okay=False), help=f"Where JSON + CSV go [{_DEFAULTS.out_dir}].")
+@click.option("--out-dir", help=f"Folder for the results: one JSON per run and results.csv, which covers every "
+              f"result in the folder [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, scheduler_option,
         **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
     Every combination of --mode and --num-workers is one run, each in a fresh process. Results print as
-    a table and are written to OUT_DIR as one JSON per run and results.csv.
+    a table and are written to OUT_DIR as one JSON per run (NAME.json, replaced when a run of the same
+    name runs again) and results.csv (one row per JSON in OUT_DIR). What each field means:
+    docs/benchmark.md.
     """
     preset = scenario_options(scenario) if scenario else {}
     fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
@@ -79,39 +89,43 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     bad = [m for m in mode_list if m not in MODES]
     if bad:
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
-    try:
-        worker_list = split_csv(workers, int) or [fields.get("num_workers", _DEFAULTS.num_workers)]
-    except ValueError:
-        raise click.BadParameter(f"{', '.join(workers)}: give integers", param_hint="--num-workers") from None
-    from dl.bench.results import write_csv
-    from dl.bench.session import check_and_snapshot, run_specs
+    worker_list = parse_workers(workers, fields.get("num_workers", _DEFAULTS.num_workers))
+    from dl.bench.results import write_folder_csv
+    from dl.bench.session import check_dataset, check_plugins, run_specs, write_snapshot
     from dl.plugins_manager import get_plugins
 
     from .render import render_results
 
     base = RunSpec(**fields)
     console = Console()
-    out_dir = Path(base.out_dir)
-    scheduler = get_plugins().registry.create("scheduler", base.scheduler,
-                                              **parse_key_values(scheduler_option, "--scheduler-option"))
-    if base.root is None:
+    registry = get_plugins().registry
+    check_plugins(base)
+    scheduler = registry.create("scheduler", base.scheduler, **parse_key_values(scheduler_option, "--scheduler-option"))
+    out_dir = writable_folder(base.out_dir)
+    default_dataset = base.root is None
+    if default_dataset:
         base.root = str(_default_root(console))
-    base = check_and_snapshot(base, out_dir / "specs")
+    meta = check_dataset(base)
+    base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
     specs = [dataclasses.replace(base, mode=m, num_workers=w, name="") for m, w in itertools.product(mode_list,
                                                                                                       worker_list)]
     results = run_specs(scheduler, specs, out_dir)
-    write_csv(results, out_dir / "results.csv")
-    render_results(results, console)
-    console.print(f"results: {out_dir}/results.csv and {len(results)} JSON file(s) in {out_dir}/", highlight=False)
+    in_folder = write_folder_csv(out_dir)
+    render_results(results, console, default_dataset=default_dataset)
+    written = sum(Path(out_dir, f"{r['name']}.json").is_file() for r in results)
+    console.print(f"results: {written} JSON file(s) written to {out_dir}/; {out_dir / 'results.csv'} lists all "
+                  f"{in_folder} result(s) in that folder.", highlight=False, soft_wrap=True)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
 
 
 def _default_root(console: Console) -> Path:
     from dl.bench.default_dataset import default_dataset_root, ensure_default_dataset
+    from dl.bench.progress import rich_progress
 
-    if not (default_dataset_root() / "meta" / "info.json").is_file():
-        console.print(f"generating dl's embedded default dataset into {default_dataset_root()} (once)")
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("encoding episodes", total=None)
-        return ensure_default_dataset(progress=lambda done, total: bar.update(task, completed=done, total=total))
+    if (default_dataset_root() / "meta" / "info.json").is_file():
+        return default_dataset_root()
+    console.print(f"generating dl's embedded default dataset into {default_dataset_root()} (once)", highlight=False,
+                  soft_wrap=True)
+    with rich_progress("default dataset", console) as progress:
+        return ensure_default_dataset(progress=lambda done, total: progress("encoding episodes", done, total))

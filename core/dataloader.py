@@ -73,6 +73,43 @@ def merge_needs(needs: dict[str, DataLoaderNeeds]) -> DataLoaderNeeds:
     return DataLoaderNeeds(**merged)
 
 
+QUIET_ERRORS = (BrokenPipeError, ConnectionResetError, EOFError)
+
+
+def quiet_fd_sharing() -> None:
+    """In this process, stop multiprocessing's file-descriptor sharing thread (`resource_sharer._serve`, which
+    hands shared-memory tensors between DataLoader workers and the main process) from printing a traceback
+    when the other side went away mid-handshake: after Ctrl-C or SIGTERM that is expected, and the real error,
+    if any, is reported by the process that stopped. (That thread reports through `sys.excepthook`.)"""
+    import sys
+    import threading
+
+    previous = sys.excepthook
+    if getattr(previous, "dl_quiet", False):
+        return
+
+    def hook(exc_type, exc, tb):
+        if issubclass(exc_type, QUIET_ERRORS) and threading.current_thread().name.endswith("(_serve)"):
+            return
+        previous(exc_type, exc, tb)
+
+    hook.dl_quiet = True
+    sys.excepthook = hook
+
+
+class WorkerInit:
+    """The `worker_init_fn` dl gives every DataLoader: `quiet_fd_sharing()`, then the plugins' own
+    `worker_init_fn` (picklable, so spawned workers get it too)."""
+
+    def __init__(self, then: Callable | None = None):
+        self.then = then
+
+    def __call__(self, worker_id: int) -> None:
+        quiet_fd_sharing()
+        if self.then is not None:
+            self.then(worker_id)
+
+
 def loader_needs(loader: "Loader") -> DataLoaderNeeds:
     """The merged needs of a loader, its decoder and its source."""
     return merge_needs({f"loader {type(loader).__name__}": loader.dataloader_needs(),
@@ -117,9 +154,10 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
     if num_workers:
         kwargs.update(persistent_workers=persistent_workers, prefetch_factor=prefetch_factor or 2,
                       multiprocessing_context=needs.multiprocessing_context)
-    for name in ("pin_memory", "worker_init_fn", "collate_fn", "sampler"):
+    for name in ("pin_memory", "collate_fn", "sampler"):
         if getattr(needs, name) is not None:
             kwargs[name] = getattr(needs, name)
+    kwargs["worker_init_fn"] = WorkerInit(needs.worker_init_fn)
     if needs.sampler is None and not isinstance(loader, torch.utils.data.IterableDataset):
         kwargs["shuffle"] = True
     cls = ResumableDataLoader if isinstance(loader, Resumable) else torch.utils.data.DataLoader

@@ -66,3 +66,19 @@ def format_indices(indices: list[int]) -> str:
         else:
             parts.append([i, i])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def describe(exc: BaseException) -> str:
+    """The cause of `exc` as users should read it: dl's own message for a `DlError`, else "Type: message".
+    An exception re-raised by a torch DataLoader from one of its workers carries the worker's whole traceback
+    as its message; only the original exception's message is kept."""
+    text = str(exc)
+    if text.startswith("Caught ") and "Original Traceback" in text:
+        for head in (f"{type(exc).__module__}.{type(exc).__qualname__}: ", f"{type(exc).__qualname__}: "):
+            start = text.rfind("\n" + head)
+            if start >= 0:
+                text = text[start + 1 + len(head):].rstrip()
+                break
+        else:
+            text = text.rstrip().splitlines()[-1]
+    return text if isinstance(exc, DlError) else f"{type(exc).__name__}: {text}"

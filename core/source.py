@@ -99,7 +99,7 @@ class Source:
         prefix = self.root + "/" if self.root else ""
         out = {}
         for full, info in found.items():
-            if info.get("type", "file") == "directory":
+            if info.get("type", "file") != "file":
                 continue
             full = self.fs._strip_protocol(full)
             out[full[len(prefix):] if full.startswith(prefix) else posixpath.relpath(full, self.root)] = int(

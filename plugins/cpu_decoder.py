@@ -1,6 +1,8 @@
 """Decoder `cpu`: torchcodec on the CPU (AV1 via libdav1d, H.264, HEVC, MPEG-4 Part 2: whatever the
 system FFmpeg decodes)."""
 
+import re
+
 import torch
 
 from dl.decoder import DecodedFrames, Decoder
@@ -33,7 +35,7 @@ class CpuDecoder(Decoder):
             return VideoDecoder(source.video_input(path), seek_mode=self.seek_mode,
                                 num_ffmpeg_threads=self.num_threads, device="cpu")
         except (RuntimeError, ValueError, OSError) as exc:
-            raise VideoDecodeError(f"cannot open video {source.url}/{path}: {exc}") from exc
+            raise VideoDecodeError(f"cannot open video {source.url}/{path}: {_reason(exc)}") from exc
 
     def _decoder(self, source: Source, path: str):
         return self.cache.get((source.url, path), lambda: self._open(source, path))
@@ -51,13 +53,19 @@ class CpuDecoder(Decoder):
         try:
             batch = decoder.get_frames_at(indices=indices)
         except RuntimeError as exc:
-            raise VideoDecodeError(f"decoding {source.url}/{path} at {timestamps} s failed: {exc}") from exc
+            raise VideoDecodeError(f"decoding {source.url}/{path} at {timestamps} s failed: {_reason(exc)}") from exc
         return DecodedFrames(batch.data, batch.pts_seconds.to(torch.float64))
 
     def probe(self, source: Source, path: str) -> dict:
         meta = self._open(source, path).metadata  # not cached: probes happen in the main process, once
         return {"codec": meta.codec, "width": meta.width, "height": meta.height, "num_frames": meta.num_frames,
                 "average_fps": meta.average_fps, "duration_s": meta.duration_seconds}
+
+
+def _reason(exc: Exception) -> str:
+    """torchcodec's message without the C++ source location it starts with ("SingleStreamDecoder,
+    /path/File.cpp:52, Could not open input file: ..." -> "Could not open input file: ...")."""
+    return re.sub(r"^.*?\.cpp:\d+, ", "", str(exc), flags=re.S)
 
 
 @hookimpl

@@ -59,13 +59,17 @@ class LocalScheduler(Scheduler):
                  for rank in range(run.world_size)]
         deadline = time.monotonic() + self.timeout_s
         codes, detail = [], None
-        for proc in procs:
-            try:
-                codes.append(proc.wait(timeout=max(deadline - time.monotonic(), 1)))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                codes.append(proc.wait())
-                detail = f"timed out after {self.timeout_s} s"
+        try:
+            for proc in procs:
+                try:
+                    codes.append(proc.wait(timeout=max(deadline - time.monotonic(), 1)))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    codes.append(proc.wait())
+                    detail = f"timed out after {self.timeout_s} s"
+        except BaseException:  # Ctrl-C or SIGTERM in this process: the runs must not outlive it
+            _stop(procs)
+            raise
         worst = next((c for c in codes if c != 0), 0)
         if detail is None and worst < 0:
             detail = f"killed by signal {_signal_name(-worst)}"
@@ -77,6 +81,21 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return str(number)
+
+
+def _stop(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
+    """SIGTERM every run process still alive (each stops its DataLoader workers as it unwinds), then SIGKILL
+    those that have not exited after `grace_s` seconds."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _free_port() -> int:

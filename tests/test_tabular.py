@@ -149,6 +149,7 @@ def edit_episode_column(root, column, episode, delta):
 def test_length_disagreeing_with_meta(small_dataset, writable_copy, delta):
     root = writable_copy(small_dataset)
     edit_episode_column(root, "length", 1, delta)
+    edit_episode_column(root, "dataset_to_index", 1, delta)  # meta/episodes stays consistent in itself
     meta = load(root)
     ep = meta.episodes[1]
     with pytest.raises(DatasetFormatError) as err:
@@ -166,6 +167,7 @@ def test_length_disagreeing_with_meta(small_dataset, writable_copy, delta):
 def test_dataset_from_index_disagreeing_with_meta(small_dataset, writable_copy):
     root = writable_copy(small_dataset)
     edit_episode_column(root, "dataset_from_index", 4, 1)
+    edit_episode_column(root, "dataset_to_index", 4, 1)
     meta = load(root)
     with pytest.raises(DatasetFormatError) as err:
         read_episode_tables(meta, [meta.episodes[4]], KEYS)

@@ -1,15 +1,24 @@
-"""A rich progress bar for one benchmark run, driven by `dl.bench.runner.Progress` callbacks."""
+"""Progress of one benchmark run, driven by `dl.bench.runner.Progress` callbacks: live bars on a terminal,
+plain lines otherwise (a CI log, a pipe, a SLURM output file), so progress shows as it happens."""
 
+import time
 from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+LINE_EVERY_S = 5.0
+"""Without a terminal, a phase in progress prints a line at most this often."""
+
 
 @contextmanager
-def rich_progress(run_name: str):
-    """Yield a `progress(phase, done, total)` callback that shows one bar per phase on stderr."""
-    console = Console(stderr=True)
+def rich_progress(run_name: str, console: Console | None = None):
+    """Yield a `progress(phase, done, total)` callback that reports on stderr: one bar per phase on a terminal,
+    else a line when a phase starts and ends and every `LINE_EVERY_S` seconds in between."""
+    console = console or Console(stderr=True)
+    if not console.is_terminal:
+        yield _line_reporter(run_name, console)
+        return
     columns = (TextColumn(f"[bold]{run_name}[/] {{task.description:<15}}"), BarColumn(),
                TextColumn("{task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as bar:
@@ -23,3 +32,16 @@ def rich_progress(run_name: str):
             bar.update(tasks[phase], completed=done, total=total)
 
         yield update
+
+
+def _line_reporter(run_name: str, console: Console):
+    state = {"phase": None, "last": 0.0, "finished": None}
+
+    def update(phase: str, done: float, total: float) -> None:
+        now = time.monotonic()
+        finished = done >= total and state["finished"] != phase
+        if phase != state["phase"] or finished or now - state["last"] >= LINE_EVERY_S:
+            console.print(f"{run_name}: {phase} {done:.0f}/{total:.0f}", highlight=False, soft_wrap=True)
+            state.update(phase=phase, last=now, finished=phase if finished else state["finished"])
+
+    return update

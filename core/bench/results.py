@@ -36,8 +36,17 @@ def write_csv(results: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
+def write_folder_csv(folder: Path) -> int:
+    """Write `folder/results.csv` with one row per result JSON in `folder` (not its subfolders), sorted by
+    name, so the CSV always covers exactly what the folder holds; returns the number of rows."""
+    results = [r for r in read_results(sorted(Path(folder).glob("*.json"))) if r.get("status") in ("ok", "failed")]
+    write_csv(results, Path(folder) / "results.csv")
+    return len(results)
+
+
 def read_results(paths: list[Path]) -> list[dict]:
-    """Load result JSON files (a run that died without writing one becomes a failed entry)."""
+    """Load result JSON files; one that is missing or unreadable becomes `{"name", "status": "failed",
+    "error": "no result: ..."}`."""
     out = []
     for path in paths:
         try:

@@ -20,10 +20,11 @@ import torch.utils.data
 
 from ..assembly import Assembly, build_loader, open_dataset
 from ..config import LoaderConfig
-from ..dataloader import build_dataloader, loader_needs
-from ..errors import DlError
+from ..dataloader import build_dataloader, loader_needs, quiet_fd_sharing
+from ..errors import DlError, describe
 from ..loader import ReportsStats, Resumable
 from ..shuffle import distinct_episode_fraction, ideal_distinct_fraction
+from ..signals import Terminated, raise_on_sigterm
 from ..world import resolve_ranks
 from .memory import PeakRssMonitor, tree_pss_bytes
 from .metrics import sample_latency_ms
@@ -127,10 +128,11 @@ def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Pro
                 break
     except StopIteration:
         raise RunFailed("the loader yielded 0 samples in the single-process pass; check --episodes.") from None
-    except DlError:
+    except DlError as exc:
+        exc.args = (describe(exc),)
         raise
     except Exception as exc:
-        raise RunFailed(f"single-process pass failed after {n} samples: {type(exc).__name__}: {exc}") from exc
+        raise RunFailed(f"single-process pass failed after {n} samples: {describe(exc)}") from exc
     total = time.perf_counter() - t0
     if n == 0:
         raise RunFailed("the loader yielded 1 sample in the single-process pass: too few to time.")
@@ -186,10 +188,11 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
                 raise RunFailed("the loader yielded 0 samples; check --episodes and the dataset.") from None
             iterator = iter(loader)
             continue
-        except DlError:
+        except DlError as exc:  # raised in a DataLoader worker: keep the worker's message, not its traceback
+            exc.args = (describe(exc),)
             raise
         except Exception as exc:
-            raise RunFailed(f"the DataLoader failed after {batches} batches: {type(exc).__name__}: {exc}") from exc
+            raise RunFailed(f"the DataLoader failed after {batches} batches: {describe(exc)}") from exc
         now = time.perf_counter()
         batches += 1
         if first_batch_s is None:
@@ -267,36 +270,44 @@ def _environment() -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m dl.bench.runner SPEC.json RESULT.json`: run one spec, write its result; exit 1 on failure
-    (the result file then holds {"name", "status": "failed", "error"}). With `world_size` > 1 this process is
-    one rank (`dl.world.resolve_ranks`: RANK / WORLD_SIZE, or SLURM's variables) and joins a gloo group at
-    MASTER_ADDR:MASTER_PORT."""
+    """`python -m dl.bench.runner SPEC.json RESULT.json`: run one spec and write its result; exit 1 on failure
+    (the result file then holds {"name", "status": "failed", "error", "traceback"} for any exception, dl's
+    own or not). With `world_size` > 1 this process is one rank (`dl.world.resolve_ranks`: RANK /
+    WORLD_SIZE, or SLURM's variables) and joins a gloo group at MASTER_ADDR:MASTER_PORT. Ctrl-C (exit 130)
+    and SIGTERM (exit 143) stop the run and its DataLoader workers and write nothing."""
+    import traceback
+
     from .progress import rich_progress
 
+    raise_on_sigterm()
+    quiet_fd_sharing()
     spec_path, result_path = argv
     with open(spec_path) as f:
         spec = RunSpec.from_dict(json.load(f))
     rank = 0
-    if spec.world_size > 1:
-        ranks = resolve_ranks()
-        rank = ranks.rank
-        torch.distributed.init_process_group("gloo", rank=rank, world_size=ranks.world_size,
-                                             timeout=datetime.timedelta(seconds=120))
-        spec.name = f"{spec.name}-rank{rank}"
     try:
+        if spec.world_size > 1:
+            ranks = resolve_ranks()
+            rank = ranks.rank
+            spec.name = f"{spec.name}-rank{rank}"
+            torch.distributed.init_process_group("gloo", rank=rank, world_size=ranks.world_size,
+                                                 timeout=datetime.timedelta(seconds=120))
         with rich_progress(spec.name) as progress:
             result = {"status": "ok", **run_benchmark(spec, progress), "rank": rank}
-    except DlError as exc:
-        result = {"name": spec.name, "status": "failed", "error": str(exc), "config": spec.to_dict()}
+    except KeyboardInterrupt:
+        return 130
+    except Terminated:
+        return 143
+    except Exception as exc:  # any exception, dl's or not, becomes a failed result with its cause
+        result = {"name": spec.name, "status": "failed", "error": describe(exc), "config": spec.to_dict()}
+        if not isinstance(exc, DlError):
+            result["traceback"] = traceback.format_exc()
     finally:
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
     with open(result_path, "w") as f:
         json.dump(result, f, indent=2)
-    if result["status"] != "ok":
-        print(f"run {spec.name} failed: {result['error']}", file=sys.stderr)
-        return 1
-    return 0
+    return 0 if result["status"] == "ok" else 1
 
 
 if __name__ == "__main__":

@@ -12,28 +12,43 @@ from pathlib import Path
 
 from ..assembly import open_dataset
 from ..errors import DlError
+from ..format.metadata import DatasetMeta
 from ..plugins_manager import get_plugins
 from ..scheduler import Run, RunStatus, Scheduler, Submission
 from .results import merge_ranks, read_results
 from .spec import RunSpec
 
 
-def check_and_snapshot(base: RunSpec, specs_dir: Path) -> RunSpec:
-    """Fail before anything is scheduled when the configuration cannot run: unknown plugins, options a plugin
-    does not take, a dataset that is not v3.0, missing files of the selected episodes. Returns `base` with
-    `metadata_snapshot` set to the snapshot written into `specs_dir`.
+def check_plugins(base: RunSpec) -> None:
+    """Fail before anything is done when a plugin name is unknown or an option is one its plugin does not take.
 
     Raises:
-        PluginError, DlError: what is wrong, naming the option, file or episode.
+        PluginError: naming the plugin and listing the options it accepts.
     """
     registry = get_plugins().registry
+    registry.get("source", base.source)
     registry.check_options("loader", base.loader, base.loader_options)
     registry.check_options("decoder", base.decoder, base.decoder_options)
+
+
+def check_dataset(base: RunSpec) -> DatasetMeta:
+    """Read the dataset's metadata once and check the selection: a dataset that is not v3.0 or is
+    inconsistent, unknown episodes, missing files of the selected episodes. Writes nothing.
+
+    Raises:
+        DlError: what is wrong, naming the file or episode.
+    """
     if base.root is None:
         raise DlError("no dataset root: give --root (the host resolves the default dataset before checking).")
     meta = open_dataset(base.root, base.source, base.source_options)
     if not meta.select(base.episodes):
         raise DlError(f"{meta.source.url} has no episodes to load.")
+    return meta
+
+
+def write_snapshot(base: RunSpec, meta: DatasetMeta, specs_dir: Path) -> RunSpec:
+    """Write the metadata read by `check_dataset` into `specs_dir/metadata.json` for the runs (and their
+    ranks) to load instead of reading it again; returns `base` pointing at it."""
     specs_dir.mkdir(parents=True, exist_ok=True)
     path = specs_dir / "metadata.json"
     path.write_text(json.dumps(meta.to_snapshot()))
@@ -58,14 +73,20 @@ def plan_runs(specs: list[RunSpec], out_dir: Path) -> list[Run]:
 
 def collect(submission: Submission, statuses: list[RunStatus]) -> list[dict]:
     """Each run's result (every rank's and a merged line for multi-rank runs), in run order. A rank that
-    wrote no result file is a failed result naming the exit status the scheduler saw."""
+    wrote no result file gets one written here: failed, naming what the scheduler saw (exit status,
+    signal, timeout), so the folder and its CSV record the cause."""
     out = []
     for run, status in zip(submission.runs, statuses, strict=True):
-        ranks = read_results([Path(p) for p in run.result_paths])
-        for result in ranks:
-            if result.get("status") == "failed" and str(result.get("error", "")).startswith("no result"):
+        ranks = []
+        for rank, path in enumerate(run.result_paths):
+            (result,) = read_results([Path(path)])
+            if not Path(path).is_file():
                 why = status.detail or f"exit status {status.exit_code}"
-                result["error"] = f"the run process ended ({why}) without writing a result"
+                name = run.name if run.world_size == 1 else f"{run.name}-rank{rank}"
+                result = {"name": name, "status": "failed",
+                          "error": f"the run process ended ({why}) without writing a result"}
+                Path(path).write_text(json.dumps(result, indent=2))
+            ranks.append(result)
         if run.world_size == 1:
             out.extend(ranks)
             continue

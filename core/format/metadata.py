@@ -5,7 +5,6 @@ Everything is read once per run: `DatasetMeta` pickles with its listing into Dat
 `to_snapshot()` / `from_snapshot()` carry it to other processes (benchmark runs, ranks), so neither
 lists nor re-reads anything (on the Hub or S3, every listing is a request)."""
 
-import io
 import json
 import posixpath
 from dataclasses import asdict, dataclass
@@ -13,6 +12,7 @@ from functools import cached_property
 
 from ..errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
 from ..source import Source
+from .checks import check_episode_meta
 
 SUPPORTED_VERSION = "v3.0"
 DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
@@ -93,6 +93,7 @@ class DatasetMeta:
             files.update(source.list_files(folder))
         tasks = _read_tasks(source, files)
         episodes = _read_episodes(source, info, files)
+        check_episode_meta(source.url, info, episodes)
         stats = _read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
         return cls(source, info, episodes, tasks, stats, dict(sorted(files.items())))
 
@@ -147,10 +148,16 @@ class DatasetMeta:
         return selected
 
     def missing_files(self, episodes: list[EpisodeMeta]) -> dict[str, list[int]]:
-        """Files the given episodes need that do not exist: `{relative path: [episode indices]}`."""
+        """Files the given episodes need that do not exist: `{relative path: [episode indices]}`.
+
+        Raises:
+            UnsafePathError: a path (from info.json's templates) is absolute or leaves the dataset root.
+        """
         needed: dict[str, list[int]] = {}
         for ep in episodes:
             for f in ep.files():
+                if f not in needed:
+                    self.source.path(f)  # refuses a path that escapes the root, before it looks "missing"
                 needed.setdefault(f, []).append(ep.index)
         present = self._existing_files()
         return {f: eps for f, eps in sorted(needed.items()) if f not in present}
@@ -169,11 +176,11 @@ class DatasetMeta:
 
 def _top_folder(source: Source, info: dict, key: str) -> str:
     template = info[key]
+    source.path(template.split("{")[0] or ".")  # refuses an absolute template or one that climbs out of the root
     top = posixpath.normpath(template).split("/")[0]
-    if "{" in top or top in ("", ".", ".."):
+    if "{" in top or top in ("", "."):
         raise DatasetFormatError(f"{source.url}/meta/info.json: {key} {template!r} must start with a fixed folder "
                                  "inside the dataset root (e.g. 'data/chunk-{chunk_index:03d}/...').")
-    source.path(top)  # refuses a template that leaves the root
     return top
 
 
@@ -217,9 +224,13 @@ def _read_parquet(source: Source, rel: str, skip_prefix: str | None = None):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    data = source.read_bytes(rel)
+    # copied into Arrow-owned memory: a buffer borrowed from a Python bytes object may be released by an Arrow
+    # worker thread after the read returns, and if the interpreter is exiting by then (an error right after
+    # reading metadata) that thread cannot take the GIL and the process aborts
+    stream = pa.BufferOutputStream()
+    stream.write(source.read_bytes(rel))
     try:
-        pf = pq.ParquetFile(io.BytesIO(data))
+        pf = pq.ParquetFile(pa.BufferReader(stream.getvalue()))
         columns = [c for c in pf.schema_arrow.names if not (skip_prefix and c.startswith(skip_prefix))]
         return pf.read(columns=columns)
     except (pa.ArrowException, OSError) as exc:

@@ -7,13 +7,11 @@ back 0-d, as `LeRobotDataset` returns them), `task` (str), and each camera key a
 Building is split in two so a loader can decode late: `tabular()` needs only RAM, `decode()` reads video.
 """
 
-import warnings
-
 import numpy as np
 import torch
 
 from ..config import LoaderConfig
-from ..decoder import Decoder, codec_matches
+from ..decoder import Decoder
 from ..errors import TimestampToleranceError
 from .delta import delta_indices, window
 from .metadata import DatasetMeta, EpisodeMeta
@@ -91,16 +89,6 @@ class SampleBuilder:
                 frames = frames.float().div_(255.0)  # bitwise equal to LeRobot's frames / 255.0, 2x faster
             sample[key] = frames if key in self.deltas else frames[0]
         return sample
-
-    def check_codecs(self, episode: EpisodeMeta) -> None:
-        """Probe each camera's video of `episode` and warn, once, where info.json names another codec than
-        the stream holds (the stream is what gets decoded). Loaders call it when they open the dataset, in
-        the main process, so the warning is not repeated by every DataLoader worker."""
-        for key, span in episode.videos.items():
-            claimed, stream = self.meta.info_codec(key), self.decoder.probe(self.meta.source, span.path)["codec"]
-            if claimed and not codec_matches(claimed, stream):
-                warnings.warn(f"{self.meta.source.url}/meta/info.json says camera {key} is {claimed!r}, but "
-                              f"{span.path} is {stream!r}; decoding the stream as {stream}.", stacklevel=3)
 
     def build(self, episode: EpisodeMeta, arrays: EpisodeArrays, row: int) -> dict:
         """The full sample at `row` of `episode`."""

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import DatasetFormatError
+from .checks import check_episode_table
 from .metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta
 
 EpisodeArrays = dict[str, np.ndarray]
@@ -42,30 +43,43 @@ def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns:
         `{episode index: table}` with exactly `length` rows each, in frame order.
 
     Raises:
-        DatasetFormatError: the episodes are not all in one file, a column is missing, or the file's rows
-            for an episode are not `length` contiguous rows starting at `dataset_from_index`.
+        DatasetFormatError: the episodes are not all in one file, the file is not readable parquet (truncated,
+            corrupt), a column is missing, the file's rows for an episode are not `length` contiguous rows
+            starting at `dataset_from_index`, or their frame_index / timestamp are wrong
+            (`dl.format.checks.check_episode_table`).
     """
     paths = {ep.data_path for ep in episodes}
     if len(paths) != 1:
         raise ValueError(f"read_episode_tables needs episodes of one file, got {sorted(paths)}")
     path = paths.pop()
-    with meta.source.open(path) as f:
-        pf = pq.ParquetFile(f)
-        missing = [c for c in columns if c not in pf.schema_arrow.names]
-        if missing:
-            raise DatasetFormatError(f"{meta.source.url}/{path} lacks column(s) {missing} listed in info.json.")
-        groups = [g for g in range(pf.num_row_groups) if _group_may_hold(pf, g, {ep.index for ep in episodes})]
-        found = pf.read_row_groups(groups, columns=["episode_index"]).column(0).to_numpy()
-        spans = {ep.index: _row_span(found, ep, f"{meta.source.url}/{path}") for ep in episodes}
-        table = _read_rows(pf, groups, columns, max(end for _, end in spans.values()))
+    where = f"{meta.source.url}/{path}"
+    try:
+        with meta.source.open(path) as f:
+            pf = pq.ParquetFile(f)
+            missing = [c for c in columns if c not in pf.schema_arrow.names]
+            if missing:
+                raise DatasetFormatError(f"{where} lacks column(s) {', '.join(missing)} listed in info.json.")
+            groups = [g for g in range(pf.num_row_groups) if _group_may_hold(pf, g, {ep.index for ep in episodes})]
+            # no Arrow threads: the file object's buffers belong to Python (see metadata._read_parquet)
+            found = pf.read_row_groups(groups, columns=["episode_index"], use_threads=False).column(0).to_numpy()
+            spans = {ep.index: _row_span(found, ep, where) for ep in episodes}
+            table = _read_rows(pf, groups, columns, max(end for _, end in spans.values()))
+    except (pa.ArrowException, OSError, EOFError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise DatasetFormatError(f"{where} is not a readable parquet file ({exc}); it may be truncated or "
+                                 "corrupt. Re-download it, or leave out the episodes it holds.") from None
     out = {}
     for ep in episodes:
         part = table.slice(spans[ep.index][0], ep.length)
         if "index" in columns and part.column("index")[0].as_py() != ep.dataset_from_index:
             raise DatasetFormatError(
-                f"{meta.source.url}/{path}: episode {ep.index} starts at index "
+                f"{where}: episode {ep.index} starts at index "
                 f"{part.column('index')[0].as_py()}, meta/episodes says {ep.dataset_from_index}."
             )
+        if "frame_index" in columns and "timestamp" in columns:
+            check_episode_table(where, ep.index, meta.fps, part.column("frame_index").to_numpy(),
+                                part.column("timestamp").to_numpy())
         out[ep.index] = part
     return out
 

@@ -14,7 +14,7 @@ from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, table_to_arrays
 from dl.paths import cache_dir
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: built only from rows that passed dl.format.checks (which depend on fps)
 
 
 class ArrowEpisodeStore:
@@ -34,7 +34,7 @@ class ArrowEpisodeStore:
         each episode's index, length, first global index and file, and the keys, so an edited dataset (data
         or meta/episodes) is rebuilt and re-verified."""
         files = sorted({ep.data_path for ep in episodes})
-        ident = json.dumps([FORMAT_VERSION, meta.source.url, [(f, meta.source.fingerprint(f)) for f in files],
+        ident = json.dumps([FORMAT_VERSION, meta.source.url, meta.fps, [(f, meta.source.fingerprint(f)) for f in files],
                             [(ep.index, ep.length, ep.dataset_from_index, ep.data_path) for ep in episodes], keys])
         path = cache_dir("tabular") / f"{hashlib.sha256(ident.encode()).hexdigest()[:32]}.arrow"
         if not path.exists():

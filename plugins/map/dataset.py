@@ -7,6 +7,7 @@ from dl.config import LoaderConfig
 from dl.dataloader import DataLoaderNeeds
 from dl.decoder import Decoder
 from dl.errors import DlError
+from dl.format.checks import check_streams
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import tabular_keys
@@ -50,7 +51,7 @@ class MapDataset(torch.utils.data.Dataset):
         self.rank, self.world_size = ranks.rank, ranks.world_size
         keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, keys, decoder, config)
-        self.builder.check_codecs(self.episodes[0])
+        check_streams(meta, decoder, self.episodes[0])
         for ep in self.episodes:  # every selected episode is needed from the start
             meta.source.admit(ep.index, [FileSpan(f) for f in ep.files()])
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys)

@@ -12,6 +12,7 @@ from dl.config import LoaderConfig
 from dl.dataloader import DataLoaderNeeds
 from dl.decoder import Decoder
 from dl.errors import DlError
+from dl.format.checks import check_streams
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
@@ -76,7 +77,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.lengths = np.array([ep.length for ep in self.episodes], dtype=np.int64)
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
-        self.builder.check_codecs(self.episodes[0])
+        check_streams(meta, decoder, self.episodes[0])
         working_set = self.pool_size * max(len(meta.video_keys), 1)
         decoder.cache.resize(min(working_set, MAX_DECODERS))
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us"))
