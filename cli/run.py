@@ -22,7 +22,8 @@ _DEFAULTS = RunSpec()
                "  dl run                                   # embedded default dataset, map loader, 2 workers\n"
                "  dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2\n"
                "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60")
-@click.option("--scenario", type=click.Choice(sorted(SCENARIOS)), help="Preset of several options (below).")
+@click.option("--scenario", multiple=True, metavar="NAME", help="Preset of several options (below); comma-separate "
+              "or repeat to run several, one after another (a serial chain on a cluster).")
 @click.option("--source", help=f"Source plugin [{_DEFAULTS.source}].")
 @click.option("--loader", help=f"Loader plugin [{_DEFAULTS.loader}].")
 @click.option("--decoder", help=f"Decoder plugin [{_DEFAULTS.decoder}].")
@@ -58,53 +59,84 @@ _DEFAULTS = RunSpec()
               "e.g. cache_size=16 (repeatable).")
 @click.option("--scheduler-option", multiple=True, metavar="KEY=VALUE", help="An option of the scheduler plugin, "
               "e.g. timeout_s=600 (repeatable).")
+@click.option("--resource", multiple=True, metavar="KEY=VALUE", help="What each run asks of a cluster scheduler: "
+              "nodes, tasks_per_node, cpus_per_task, mem (MB or 8G), time (minutes or HH:MM:SS), gpus "
+              "(repeatable; over the scenario's).")
+@click.option("--wait/--no-wait", default=None, help="With a scheduler that queues (slurm): wait for the runs and "
+              "show their results, instead of returning once they are queued [no-wait; follow with dl status].")
 @click.option("--out-dir", type=click.Path(file_okay=False), help=f"Where JSON + CSV go [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, scheduler_option,
-        **given):
+        resource, wait, **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
     Every combination of --mode and --num-workers is one run, each in a fresh process. Results print as
     a table and are written to OUT_DIR as one JSON per run and results.csv.
     """
+    scenarios = split_csv(scenario) or [None]
+    unknown = [name for name in scenarios if name is not None and name not in SCENARIOS]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: choose from {', '.join(sorted(SCENARIOS))}",
+                                 param_hint="--scenario")
+    mode_list = split_csv(modes) or [_DEFAULTS.mode]
+    bad = [m for m in mode_list if m not in MODES]
+    if bad:
+        raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
+    try:
+        worker_list = split_csv(workers, int)
+    except ValueError:
+        raise click.BadParameter(f"{', '.join(workers)}: give integers", param_hint="--num-workers") from None
+    from dl.bench.session import check_and_snapshot, finish, submit_specs
+    from dl.plugins_manager import get_plugins
+
+    from .render import render_results
+    from .status import follow, render_statuses
+
+    console = Console()
+    bases = [_base_spec(name, given, deltas, episodes, source_option, loader_option, decoder_option, resource)
+             for name in scenarios]
+    schedulers = {b.scheduler for b in bases}
+    if len(schedulers) > 1:
+        raise click.BadParameter(f"these scenarios run on different schedulers ({', '.join(sorted(schedulers))}); "
+                                 "choose one with --scheduler", param_hint="--scenario")
+    out_dir = Path(bases[0].out_dir)
+    scheduler = get_plugins().registry.create("scheduler", bases[0].scheduler,
+                                              **parse_key_values(scheduler_option, "--scheduler-option"))
+    specs = []
+    for base in bases:
+        if base.root is None:
+            base.root = str(_default_root(console))
+        base = check_and_snapshot(base, out_dir / "specs")
+        specs += [dataclasses.replace(base, mode=m, num_workers=w, name="")
+                  for m, w in itertools.product(mode_list, worker_list or [base.num_workers])]
+    submission = submit_specs(scheduler, specs, out_dir)
+    if scheduler.queues and not wait:
+        render_statuses(submission, scheduler.status(submission), console)
+        console.print(f"submitted {len(specs)} run(s); follow with: dl status {out_dir} (--wait), stop with: "
+                      f"dl cancel {out_dir}", highlight=False)
+        return
+    statuses = follow(scheduler, submission, console, poll_s=5.0) if scheduler.queues else scheduler.wait(submission)
+    if scheduler.queues:
+        render_statuses(submission, statuses, console)
+    results = finish(submission, statuses, out_dir)
+    render_results(results, console)
+    console.print(f"results: {out_dir}/results.csv and {len(results)} JSON file(s) in {out_dir}/", highlight=False)
+    if any(r.get("status") != "ok" for r in results):
+        sys.exit(1)
+
+
+def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, decoder_option, resource) -> RunSpec:
+    """The RunSpec of one scenario (or none): its preset, then what the command line gave."""
     preset = scenario_options(scenario) if scenario else {}
     fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
     fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas))
     for kind, items in (("source", source_option), ("loader", loader_option), ("decoder", decoder_option)):
         fields[f"{kind}_options"] = {**preset.get(f"{kind}_options", {}),
                                      **parse_key_values(items, f"--{kind}-option")}
+    fields["resources"] = {**preset.get("resources", {}), **parse_key_values(resource, "--resource")}
     if episodes:
         fields["episodes"] = parse_episodes(episodes)
-    mode_list = split_csv(modes) or [_DEFAULTS.mode]
-    bad = [m for m in mode_list if m not in MODES]
-    if bad:
-        raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
-    try:
-        worker_list = split_csv(workers, int) or [fields.get("num_workers", _DEFAULTS.num_workers)]
-    except ValueError:
-        raise click.BadParameter(f"{', '.join(workers)}: give integers", param_hint="--num-workers") from None
-    from dl.bench.results import write_csv
-    from dl.bench.session import check_and_snapshot, run_specs
-    from dl.plugins_manager import get_plugins
-
-    from .render import render_results
-
-    base = RunSpec(**fields)
-    console = Console()
-    out_dir = Path(base.out_dir)
-    scheduler = get_plugins().registry.create("scheduler", base.scheduler,
-                                              **parse_key_values(scheduler_option, "--scheduler-option"))
-    if base.root is None:
-        base.root = str(_default_root(console))
-    base = check_and_snapshot(base, out_dir / "specs")
-    specs = [dataclasses.replace(base, mode=m, num_workers=w, name="") for m, w in itertools.product(mode_list,
-                                                                                                      worker_list)]
-    results = run_specs(scheduler, specs, out_dir)
-    write_csv(results, out_dir / "results.csv")
-    render_results(results, console)
-    console.print(f"results: {out_dir}/results.csv and {len(results)} JSON file(s) in {out_dir}/", highlight=False)
-    if any(r.get("status") != "ok" for r in results):
-        sys.exit(1)
+    return RunSpec(**fields)
 
 
 def _default_root(console: Console) -> Path:
