@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian 12 / Python 3.11 machine (idempotent: re-running is cheap):
-# FFmpeg from apt when missing, a venv in .venv, the CPU builds of torch/torchcodec pinned for this machine
-# kind (newer torchcodec wheels need CUDA libraries), then dl itself (editable) with its test extras.
+# FFmpeg from apt when missing, SLURM + munge from apt when missing (the tests start a real SLURM cluster on
+# localhost; DL_NO_SLURM=1 skips it, and those tests then skip), a venv in .venv, the CPU builds of
+# torch/torchcodec pinned for this machine kind (newer torchcodec wheels need CUDA libraries), then dl
+# itself (editable) with its test extras.
 # Override the pins for other machines: DL_TORCH="torch==X" DL_TORCHCODEC="torchcodec==Y" scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+APT_UPDATED=""
+apt_install() {
+  [ -n "$APT_UPDATED" ] || { $SUDO apt-get update -qq; APT_UPDATED=1; }
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
 if ! command -v ffmpeg >/dev/null 2>&1; then
   echo "setup: installing ffmpeg (torchcodec decodes with the system FFmpeg libraries)"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq ffmpeg >/dev/null
+  apt_install ffmpeg
+fi
+if [ -z "${DL_NO_SLURM:-}" ] && ! [ -x /usr/sbin/slurmctld ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing slurmctld, slurmd, slurm-client and munge (the tests run a SLURM cluster on localhost)"
+  apt_install --no-install-recommends slurmctld slurmd slurm-client munge
 fi
 
 PY=${PYTHON:-python3}
