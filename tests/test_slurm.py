@@ -3,7 +3,6 @@ slurmctld and two slurmd): a serial chain with a failing link, a 2-node run with
 cancellation, and a clear error for a request the cluster can never satisfy."""
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -12,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import dl_subprocess
-from slurm_cluster import LocalSlurmCluster, missing_binaries
 
 from dl.bench.session import collect, plan_runs
 from dl.bench.spec import RunSpec
@@ -24,37 +22,6 @@ pytestmark = pytest.mark.slow
 QUICK = dict(duration=0.5, warmup_batches=1, single_proc_samples=2, batch_size=4, num_workers=0)
 TABULAR = dict(episodes=6, frames_per_episode=(20, 40), cameras=0, episodes_per_file=3)
 WAIT_S = 240
-
-
-def _unavailable() -> str | None:
-    missing = missing_binaries()
-    if missing:
-        return f"SLURM/munge programs missing ({', '.join(missing)}): scripts/setup.sh installs them with apt"
-    if os.geteuid() != 0:
-        return "the local SLURM cluster needs root (slurmd runs jobs as their user)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A 2-node cluster for this module; clients find it through SLURM_CONF. Unavailable: a failure under
-    CI (the SLURM tests must run there), a skip with the reason elsewhere."""
-    why = _unavailable()
-    if why:
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    started = LocalSlurmCluster(nodes=2).start()
-    previous = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(started.conf)
-    try:
-        yield started
-    finally:
-        if previous is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = previous
-        started.stop()
 
 
 def wait_final(scheduler, submission, cluster, timeout_s=WAIT_S):
