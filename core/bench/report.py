@@ -43,7 +43,7 @@ def load_rows(paths: list[Path]) -> list[ReportRow]:
     Raises:
         DlError: a path does not exist, or holds no result files.
     """
-    files: list[Path] = []
+    files: list[Path] = []  # in the order given, then by name
     for path in map(Path, paths):
         if path.is_dir():
             files += sorted(path.glob("*.json"))
@@ -71,9 +71,9 @@ def load_rows(paths: list[Path]) -> list[ReportRow]:
             merged[key] = merge_ranks(key[1], sorted(found, key=lambda r: r["rank"]))
     if not merged:
         raise DlError(f"no dl result files in {', '.join(map(str, paths))}.")
-    folders = {folder for folder, _ in merged}
+    folders = list(dict.fromkeys(file.parent for file in files))
     rows = []
-    for (folder, name), result in sorted(merged.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+    for (folder, name), result in sorted(merged.items(), key=lambda kv: (folders.index(kv[0][0]), kv[0][1])):
         label = f"{folder.name}/{name}" if len(folders) > 1 else name
         config = {k: v for k, v in flatten(result.get("config", {})).items() if k not in IGNORED_CONFIG}
         rows.append(ReportRow(label, result, config))
