@@ -8,6 +8,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+HEADERS = {"samples_per_s": "samples/s", "decoded_frames_per_s": "frames/s", "peak_rss_gb": "peak RSS GB",
+           "shuffle_randomness_frac": "shuffle", "first_batch_latency_s": "1st batch s",
+           "p95_sample_latency_ms": "p95 ms", "samples_per_s_ratio": "samples/s ratio",
+           "peak_rss_gb_ratio": "RSS ratio", "episodes_per_rank": "episodes/epoch per rank",
+           "shared_episodes": "shared episodes"}
+"""Short table headers (summary.csv keeps the field names)."""
+
+
+def _header(name: str) -> str:
+    return HEADERS.get(name, name.replace("loader_options.", "").replace("resources.", ""))
+
 
 def _fmt(value) -> str:
     if value is None:
@@ -50,8 +61,8 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
     table = Table(title=f"dl report: {len(rows)} run(s)", header_style="bold")
     headers = list(dict.fromkeys(k for line in lines for k in line))
     for header in headers:
-        table.add_column(header, justify="right" if header in METRICS or header.endswith("_ratio") else "left",
-                         overflow="fold")
+        table.add_column(_header(header), justify="right" if header in METRICS or header.endswith("_ratio") else
+                         "left", overflow="fold")
     previous = None
     for line in lines:
         if previous is not None and line["scenario"] != previous:
@@ -64,7 +75,7 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
     if per_rank:
         ranks = Table(title="ranks of multi-rank runs", header_style="bold")
         for header in per_rank[0]:
-            ranks.add_column(header)
+            ranks.add_column(header.replace("_", " "))
         for line in per_rank:
             ranks.add_row(*(_fmt(v) for v in line.values()))
         console.print(ranks)

@@ -49,8 +49,8 @@ def test_rows_merge_ranks_and_label_by_folder(folders):
     rows = load_rows(list(folders))
     assert [r.label for r in rows] == ["local/a", "local/b", "local/broken", "cluster/two"]  # folders as given
     merged = rows[3].result
-    assert merged["samples_per_s"] == 150.0 and merged["rank_disjointness"] == {"episodes_per_rank": [2, 2],
-                                                                                "shared_episodes": 0}
+    assert merged["samples_per_s"] == 150.0
+    assert merged["rank_disjointness"] == {"episodes_per_rank": [2.0, 2.0], "shared_episodes": 0}
     assert differing(rows) == ["loader", "num_workers", "world_size"]
 
 
@@ -105,6 +105,6 @@ def test_episodes_seen_and_rank_overlap():
     seen.add(1, torch.tensor([2]))
     assert seen.to_dict() == {"0": [1, 3], "1": [2]}
     ranks = [{"episodes_by_epoch": {"0": [1, 3], "1": [2]}}, {"episodes_by_epoch": {"0": [2], "1": [1, 3]}}]
-    assert rank_overlap(ranks) == {"episodes_per_rank": [3, 3], "shared_episodes": 0}
+    assert rank_overlap(ranks) == {"episodes_per_rank": [1.5, 1.5], "shared_episodes": 0}  # per epoch
     ranks[1]["episodes_by_epoch"]["0"].append(3)
     assert rank_overlap(ranks)["shared_episodes"] == 1

@@ -152,15 +152,15 @@ def summary_rows(rows: list[ReportRow], columns: list[str], ratio: dict[str, dic
             line[f"{key}_ratio"] = value
         disjoint = row.result.get("rank_disjointness")
         if disjoint:
-            line["episodes_per_rank"] = " ".join(map(str, disjoint["episodes_per_rank"]))
+            line["episodes_per_rank"] = " ".join(f"{n:g}" for n in disjoint["episodes_per_rank"])
             line["shared_episodes"] = disjoint["shared_episodes"]
         out.append(line)
     return out
 
 
 def rank_rows(rows: list[ReportRow]) -> list[dict]:
-    """Per rank of every multi-rank run: node, samples/s, episodes admitted (pool), episodes seen, and the
-    run's count of episodes seen by more than one rank in the same epoch."""
+    """Per rank of every multi-rank run: node, samples/s, episodes admitted (pool), episodes seen per
+    epoch, and the run's count of episodes seen by more than one rank in the same epoch."""
     out = []
     for row in rows:
         disjoint = row.result.get("rank_disjointness", {})
@@ -169,6 +169,6 @@ def rank_rows(rows: list[ReportRow]) -> list[dict]:
             out.append({"run": row.label, "rank": rank.get("rank"), "node": rank.get("environment", {}).get("node"),
                         "samples_per_s": rank.get("samples_per_s"),
                         "episodes_admitted": rank.get("loader_stats", {}).get("episodes_admitted"),
-                        "episodes_seen": len({e for eps in seen.values() for e in eps}),
+                        "episodes_per_epoch": round(sum(map(len, seen.values())) / len(seen), 1) if seen else None,
                         "shared_episodes": disjoint.get("shared_episodes")})
     return out

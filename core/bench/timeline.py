@@ -66,9 +66,10 @@ class EpisodesSeen:
 
 
 def rank_overlap(ranks: list[dict]) -> dict:
-    """Per-rank disjointness of a multi-rank run, from each rank's `episodes_by_epoch`: episodes each rank
-    saw, and how many (epoch, episode) pairs more than one rank saw (0 for a loader that deals episodes to
-    ranks, such as `pool`; the `map` loader deals frames, so ranks share episodes).
+    """Per-rank disjointness of a multi-rank run, from each rank's `episodes_by_epoch`: the episodes each
+    rank saw per epoch (mean over the window's epochs), and how many (epoch, episode) pairs more than one
+    rank saw (0 for a loader that deals episodes to ranks, such as `pool`; the `map` loader deals frames,
+    so its ranks share episodes).
 
     Returns:
         `{"episodes_per_rank": [...], "shared_episodes": n}`, or {} when a rank recorded none.
@@ -81,7 +82,7 @@ def rank_overlap(ranks: list[dict]) -> dict:
         for epoch, episodes in by_epoch.items():
             for e in episodes:
                 owners[(epoch, e)] += 1
-    return {"episodes_per_rank": [len({e for eps in s.values() for e in eps}) for s in seen],
+    return {"episodes_per_rank": [round(sum(map(len, s.values())) / len(s), 1) for s in seen],
             "shared_episodes": sum(1 for n in owners.values() if n > 1)}
 
 
