@@ -33,10 +33,10 @@ def plot_comparison(rows: list[ReportRow], path: Path) -> Path:
                            (axes[1], "peak_rss_gb", "peak RSS GB (process tree)")):
         values = [r.result.get(key) or 0 for r in ok]
         bars = ax.barh(labels, values, color=[f"C{i % 10}" for i in range(len(ok))])
-        ax.bar_label(bars, fmt="%.3g", padding=3)
+        ax.bar_label(bars, labels=[f"{v:,.0f}" if v >= 100 else f"{v:.3g}" for v in values], padding=3)
         ax.set_title(title)
-        ax.invert_yaxis()
         ax.margins(x=0.15)
+    axes[0].invert_yaxis()  # the first run on top (the axes share y: invert once)
     fig.suptitle("dl report: runs compared")
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -63,6 +63,7 @@ def plot_throughput(rows: list[ReportRow], path: Path) -> Path:
         if start is not None and rates:
             k = min(int(start // width), len(rates) - 1)
             ax.plot([times[k]], [rates[k]], "o", color=f"C{i % 10}", markersize=9, markerfacecolor="none")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("seconds since the DataLoader's first iter()")
     ax.set_ylabel(f"samples/s (per {timed[0].result['throughput_timeline']['bin_s']:g} s bin)")
     ax.set_title("throughput over time (circle: steady window starts)")
