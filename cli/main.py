@@ -10,7 +10,9 @@ from dl import __version__
 
 from .info import info
 from .plugins import plugins
+from .report import report
 from .run import run
+from .status import cancel, status
 from .synthetic_dataset import synthetic_dataset
 from .validate import validate
 
@@ -35,7 +37,8 @@ def cli():
     """dl: dataloading toolkit and benchmark for LeRobot v3.0 datasets.
 
     `dl run` benchmarks a loader on a dataset (with no --root: on an embedded synthetic dataset dl
-    generates once). `dl plugins` lists the sources, loaders, decoders and schedulers installed.
+    generates once); `dl status` / `dl cancel` follow or stop runs a cluster scheduler queued; `dl report`
+    compares results of any runs. `dl plugins` lists the sources, loaders, decoders and schedulers installed.
     `dl info` summarizes a dataset, `dl validate` checks every file of it.
     """
 
@@ -45,6 +48,9 @@ cli.add_command(plugins)
 cli.add_command(info)
 cli.add_command(validate)
 cli.add_command(synthetic_dataset)
+cli.add_command(status)
+cli.add_command(cancel)
+cli.add_command(report)
 
 
 def main():

@@ -29,7 +29,8 @@ _DEFAULTS = RunSpec()
                "  dl run                                   # embedded default dataset, map loader, 2 workers\n"
                "  dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2\n"
                "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60")
-@click.option("--scenario", type=click.Choice(sorted(SCENARIOS)), help="Preset of several options (below).")
+@click.option("--scenario", multiple=True, metavar="NAME", help="Preset of several options (below); comma-separate "
+              "or repeat to run several, one after another (a serial chain on a cluster).")
 @click.option("--source", cls=PluginOption, kind="source", default_name=_DEFAULTS.source)
 @click.option("--loader", cls=PluginOption, kind="loader", default_name=_DEFAULTS.loader)
 @click.option("--decoder", cls=PluginOption, kind="decoder", default_name=_DEFAULTS.decoder)
@@ -65,10 +66,15 @@ _DEFAULTS = RunSpec()
               "e.g. cache_size=16 (repeatable).")
 @click.option("--scheduler-option", multiple=True, metavar="KEY=VALUE", help="An option of the scheduler plugin, "
               "e.g. timeout_s=600 (repeatable).")
+@click.option("--resource", multiple=True, metavar="KEY=VALUE", help="What each run asks of a cluster scheduler: "
+              "nodes, tasks_per_node, cpus_per_task, mem (MB or 8G), time (minutes or HH:MM:SS), gpus "
+              "(repeatable; over the scenario's).")
+@click.option("--wait/--no-wait", default=None, help="With a scheduler that queues (slurm): wait for the runs and "
+              "show their results, instead of returning once they are queued [no-wait; follow with dl status].")
 @click.option("--out-dir", help=f"Folder for the results: one JSON per run and results.csv, which covers every "
               f"result in the folder [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, scheduler_option,
-        **given):
+        resource, wait, **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
@@ -77,46 +83,73 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     name runs again) and results.csv (one row per JSON in OUT_DIR). What each field means:
     docs/benchmark.md.
     """
-    preset = scenario_options(scenario) if scenario else {}
-    fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
-    fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas))
-    for kind, items in (("source", source_option), ("loader", loader_option), ("decoder", decoder_option)):
-        fields[f"{kind}_options"] = {**preset.get(f"{kind}_options", {}),
-                                     **parse_key_values(items, f"--{kind}-option")}
-    if episodes:
-        fields["episodes"] = parse_episodes(episodes)
+    scenarios = split_csv(scenario) or [None]
+    unknown = [name for name in scenarios if name is not None and name not in SCENARIOS]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: choose from {', '.join(sorted(SCENARIOS))}",
+                                 param_hint="--scenario")
     mode_list = split_csv(modes) or [_DEFAULTS.mode]
     bad = [m for m in mode_list if m not in MODES]
     if bad:
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
-    worker_list = parse_workers(workers, fields.get("num_workers", _DEFAULTS.num_workers))
-    from dl.bench.results import write_folder_csv
-    from dl.bench.session import check_dataset, check_plugins, run_specs, write_snapshot
+    from dl.bench.session import check_dataset, check_plugins, finish, submit_specs, write_snapshot
     from dl.plugins_manager import get_plugins
 
     from .render import render_results
+    from .status import follow, render_statuses
 
-    base = RunSpec(**fields)
     console = Console()
-    registry = get_plugins().registry
-    check_plugins(base)
-    scheduler = registry.create("scheduler", base.scheduler, **parse_key_values(scheduler_option, "--scheduler-option"))
-    out_dir = writable_folder(base.out_dir)
-    default_dataset = base.root is None
-    if default_dataset:
-        base.root = str(_default_root(console))
-    meta = check_dataset(base)
-    base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
-    specs = [dataclasses.replace(base, mode=m, num_workers=w, name="") for m, w in itertools.product(mode_list,
-                                                                                                      worker_list)]
-    results = run_specs(scheduler, specs, out_dir)
-    in_folder = write_folder_csv(out_dir)
+    bases = [_base_spec(name, given, deltas, episodes, source_option, loader_option, decoder_option, resource)
+             for name in scenarios]
+    worker_lists = [parse_workers(workers, base.num_workers) for base in bases]
+    schedulers = {b.scheduler for b in bases}
+    if len(schedulers) > 1:
+        raise click.BadParameter(f"these scenarios run on different schedulers ({', '.join(sorted(schedulers))}); "
+                                 "choose one with --scheduler", param_hint="--scenario")
+    for base in bases:
+        check_plugins(base)
+    scheduler = get_plugins().registry.create("scheduler", bases[0].scheduler,
+                                              **parse_key_values(scheduler_option, "--scheduler-option"))
+    out_dir = writable_folder(bases[0].out_dir)
+    default_dataset = bases[0].root is None
+    specs = []
+    for base, worker_list in zip(bases, worker_lists, strict=True):
+        if base.root is None:
+            base.root = str(_default_root(console))
+        meta = check_dataset(base)
+        base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
+        specs += [dataclasses.replace(base, mode=m, num_workers=w, name="")
+                  for m, w in itertools.product(mode_list, worker_list)]
+    submission = submit_specs(scheduler, specs, out_dir)
+    if scheduler.queues and not wait:
+        render_statuses(submission, scheduler.status(submission), console)
+        console.print(f"submitted {len(specs)} run(s); follow with: dl status {out_dir} (--wait), stop with: "
+                      f"dl cancel {out_dir}", highlight=False, soft_wrap=True)
+        return
+    statuses = follow(scheduler, submission, console, poll_s=5.0) if scheduler.queues else scheduler.wait(submission)
+    if scheduler.queues:
+        render_statuses(submission, statuses, console)
+    results, in_folder = finish(submission, statuses, out_dir)
     render_results(results, console, default_dataset=default_dataset)
     written = sum(Path(out_dir, f"{r['name']}.json").is_file() for r in results)
     console.print(f"results: {written} JSON file(s) written to {out_dir}/; {out_dir / 'results.csv'} lists all "
                   f"{in_folder} result(s) in that folder.", highlight=False, soft_wrap=True)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
+
+
+def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, decoder_option, resource) -> RunSpec:
+    """The RunSpec of one scenario (or none): its preset, then what the command line gave."""
+    preset = scenario_options(scenario) if scenario else {}
+    fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
+    fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas))
+    for kind, items in (("source", source_option), ("loader", loader_option), ("decoder", decoder_option)):
+        fields[f"{kind}_options"] = {**preset.get(f"{kind}_options", {}),
+                                     **parse_key_values(items, f"--{kind}-option")}
+    fields["resources"] = {**preset.get("resources", {}), **parse_key_values(resource, "--resource")}
+    if episodes:
+        fields["episodes"] = parse_episodes(episodes)
+    return RunSpec(**fields)
 
 
 def _default_root(console: Console) -> Path:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .config import LoaderConfig
     from .dataloader import DataLoaderNeeds
     from .decoder import Decoder
+    from .elastic import ResumePosition
     from .format.metadata import DatasetMeta, EpisodeMeta
 
 
@@ -41,28 +42,43 @@ class Loader(Protocol):
 
 @runtime_checkable
 class Resumable(Protocol):
-    """A loader whose position in an epoch is a few counters, so a run can stop and continue exactly.
+    """A loader whose position in an epoch is a few counters, so a run can stop and continue exactly, in
+    the same shape or in another one (world size, workers, batch size: elastic resume, `dl.elastic`).
 
-    `dl.ResumableDataLoader` drives it: it counts the batches it delivers, saves
-    `{"epoch", "batches_consumed", "batch_size", "invariants"}` (state out) and hands them back through
-    `resume_from` (state in) after checking `resume_invariants` (what a resume must not change).
-    `iter()` reads `epoch` and then moves it on, so each `iter()` is the next epoch, reshuffled.
+    `dl.ResumableDataLoader` drives it: it counts the batches it delivers, saves them with the loader's
+    shape and the epoch's earlier segments (state out), and after checking `resume_invariants` (what a
+    resume must not change) hands a `dl.elastic.ResumePosition` to `resume_from` (state in). With the
+    same shape the loader continues sample for sample; with another it replays what each consumer of
+    each earlier shape emitted (from counters, without reading) and serves every frame not yet emitted
+    exactly once, deterministically per seed. `iter()` reads `epoch` and then moves it on, so each
+    `iter()` is the next epoch, reshuffled.
+
+    Attributes:
+        epoch: the epoch the next `iter()` reads.
+        rank, world_size: this process's place (`dl.world.resolve_ranks`).
     """
 
     epoch: int
+    rank: int
+    world_size: int
 
     def set_epoch(self, epoch: int) -> None:
         """Read `epoch` from its start on the next `iter()` (drops a pending resume)."""
 
-    def resume_from(self, epoch: int, batches_consumed: int, batch_size: int) -> None:
-        """Make the next `iter()` continue `epoch` after `batches_consumed` batches of `batch_size`."""
+    def resume_from(self, position: "ResumePosition") -> None:
+        """Make the next `iter()` continue `position.epoch` from `position`."""
 
-    def resume_batches(self) -> int:
-        """Batches the next `iter()` skips: the pending resume's `batches_consumed`, else 0."""
+    def resume_position(self) -> "ResumePosition | None":
+        """The pending resume the next `iter()` starts from (None: the epoch from its start)."""
 
     def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
-        """What a resume must not change, JSON-able (e.g. the episodes, the seed, the world size); a state
-        saved under other invariants is refused with `ResumeError` naming the ones that differ."""
+        """What a resume must not change, JSON-able (e.g. the episodes, the seed); a state saved under
+        other invariants is refused with `ResumeError` naming the ones that differ."""
+
+    def resume_shape(self, batch_size: int, num_workers: int) -> dict:
+        """What a resume may change, JSON-able, with `world_size` and `batch_size` at least (and
+        `num_workers` for a loader whose order depends on them): the same shape continues the epoch
+        exactly, another one serves its remaining frames exactly once."""
 
 
 @runtime_checkable

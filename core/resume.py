@@ -1,6 +1,7 @@
 """Exact mid-epoch resume from counters alone.
 
-The trainer saves `{"epoch", "batches_consumed", "batch_size", "invariants"}`. With a map-style loader the
+The trainer saves `{"epoch", "batches_consumed", "batch_size", ...}` (see `dl.elastic` for the whole state and
+for resuming with another world size, worker count or batch size). With a map-style loader the
 DataLoader delivers batches in its sampler's order, so the position is `batches_consumed * batch_size`
 samples into the epoch's order, whatever the workers. With an IterableDataset,
 DataLoader worker `w` builds whole batches from its own stream and the DataLoader hands them out
@@ -13,6 +14,7 @@ import json
 
 import torch.utils.data
 
+from .elastic import position_from_state
 from .errors import ResumeError
 
 
@@ -60,26 +62,36 @@ class ResumableDataLoader(torch.utils.data.DataLoader):
     """A DataLoader over a `dl.loader.Resumable` loader (`map`, `pool`) that counts the batches it delivers,
     so its state is a few counters; each `iter()` reads the loader's next epoch.
 
-    `state_dict()` -> `{"epoch", "batches_consumed", "batch_size", "invariants"}` (JSON-able); the same
-    state serves every rank. `load_state_dict(state)` makes the next `iter()` continue exactly where that
-    state was taken. Build it with `dl.dataloader.build_dataloader`, which passes what the loader's plugins
-    need (a sampler, a start method).
+    `state_dict()` -> `{"epoch", "batches_consumed", "batch_size", "invariants", "rank", "shape",
+    "segments"}` (JSON-able; see `dl.elastic`). The same state serves every rank of the same world, and a
+    world of another shape (world size, workers, batch size): `load_state_dict(state)` makes the next
+    `iter()` continue exactly where that state was taken, or, in another shape, serve the rest of the
+    epoch exactly once. Gather every rank's state with `dl.elastic.merge_states` when ranks may have
+    consumed different numbers of batches. Build it with `dl.dataloader.build_dataloader`, which passes what
+    the loader's plugins need (a sampler, a start method).
 
     Raises (load_state_dict):
         ResumeError: the state was saved under other invariants (`Resumable.resume_invariants`: episodes,
-            seed, world size, batch size...); the message names each one that differs.
+            seed, pool size...); the message names each one that differs.
     """
 
     def __init__(self, dataset, batch_size: int | None = 1, num_workers: int = 0, **kwargs):
         super().__init__(dataset, batch_size=batch_size, num_workers=num_workers, **kwargs)
-        self._epoch, self._consumed = dataset.epoch, 0
+        self._epoch, self._consumed, self._segments = dataset.epoch, 0, ()
 
     def _invariants(self) -> dict:
         return json.loads(json.dumps(self.dataset.resume_invariants(self.batch_size, self.num_workers)))
 
+    def _shape(self) -> dict:
+        return json.loads(json.dumps(self.dataset.resume_shape(self.batch_size, self.num_workers)))
+
     def __iter__(self):
         self._epoch = self.dataset.epoch
-        self._consumed = self.dataset.resume_batches()
+        position = self.dataset.resume_position()
+        self._consumed, self._segments = 0, ()
+        if position is not None:
+            self._consumed = position.batches if position.batches is not None else 0
+            self._segments = position.segments
         advanced = False
         for batch in super().__iter__():
             if not advanced:
@@ -92,22 +104,35 @@ class ResumableDataLoader(torch.utils.data.DataLoader):
         if not advanced:
             self.dataset.set_epoch(self._epoch + 1)
         # the epoch ran out: a state taken now resumes at the start of the next one, not at an empty tail
-        self._epoch, self._consumed = self._epoch + 1, 0
+        self._epoch, self._consumed, self._segments = self._epoch + 1, 0, ()
 
     def state_dict(self) -> dict:
-        """Counters only: the epoch being read, the batches delivered from it, and the invariants."""
+        """Counters only: the epoch being read, the batches this rank consumed from it in the current shape,
+        the invariants, this rank, the shape, and the epoch's earlier segments (other shapes)."""
         return {"epoch": self._epoch, "batches_consumed": self._consumed, "batch_size": self.batch_size,
-                "invariants": self._invariants()}
+                "invariants": self._invariants(), "rank": self.dataset.rank, "shape": self._shape(),
+                "segments": [s.to_dict() for s in self._segments]}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume from `state_dict()` output (of this or any rank)."""
+        """Resume from `state_dict()` output (of this or any rank, of this or another shape) or from
+        `dl.elastic.merge_states` of every rank's."""
+        state = _upgrade(state, self._shape())
         saved, now = state.get("invariants", {}), self._invariants()
-        if state.get("batch_size") != self.batch_size:
-            saved, now = {**saved, "batch_size": state.get("batch_size")}, {**now, "batch_size": self.batch_size}
         changed = sorted(k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k))
         if changed:
             diffs = "; ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
             raise ResumeError(f"the saved loader state does not fit this loader ({diffs}). Resume with the "
                               "saved configuration, or start a fresh epoch without load_state_dict().")
-        self.dataset.resume_from(state["epoch"], state["batches_consumed"], state["batch_size"])
+        self.dataset.resume_from(position_from_state(state, self.dataset.rank, self._shape()))
         self._iterator = None  # persistent workers hold an old copy of the dataset: start fresh ones
+
+
+def _upgrade(state: dict, shape: dict) -> dict:
+    """A state saved before elastic resume (no "shape": world size and workers were invariants) in
+    today's format."""
+    if "shape" in state:
+        return state
+    invariants = dict(state.get("invariants", {}))
+    old = {key: invariants.pop(key) for key in shape if key in invariants}
+    old["batch_size"] = state["batch_size"]
+    return {**state, "invariants": invariants, "shape": {**shape, **old}, "segments": []}

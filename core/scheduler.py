@@ -13,11 +13,23 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 
+from .errors import DlError
+
 RUNNER = "dl.bench.runner"
 """The module every run executes: `python -m dl.bench.runner SPEC.json RESULT.json`."""
 
 FINAL_STATES = ("done", "failed", "cancelled")
 STATES = ("pending", "running", *FINAL_STATES)
+
+RESOURCES = {
+    "nodes": "nodes (machines) the run spans; its ranks are spread evenly over them",
+    "tasks_per_node": "processes (ranks) per node; nodes x tasks_per_node = the run's world size",
+    "cpus_per_task": "CPU cores per rank (default: DataLoader workers + 1)",
+    "mem": "memory per node: an integer in MB, or a string with a unit such as 8G",
+    "time": "time limit: minutes (an integer) or [D-]HH:MM:SS",
+    "gpus": "GPUs per node",
+}
+"""What a run may ask of a cluster (`Run.resources`); schedulers that place work read the keys they know."""
 
 
 @dataclass
@@ -30,8 +42,8 @@ class Run:
             needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (or the SLURM equivalents) in its environment.
         spec_path: the RunSpec JSON file.
         result_paths: where each rank writes its result JSON (rank order).
-        resources: what the run asks of a cluster (nodes, tasks, cpus, memory, time); schedulers that
-            place work read the keys they know.
+        resources: what the run asks of a cluster, keys of RESOURCES (nodes, tasks_per_node,
+            cpus_per_task, mem, time, gpus); schedulers that place work read the keys they know.
     """
 
     name: str
@@ -92,12 +104,18 @@ class Submission:
 
 
 class Scheduler(ABC):
-    """Launches runs: `submit` them, then `status` / `wait` follow them.
+    """Launches runs: `submit` them, then `status` / `wait` follow them, `cancel` stops them.
 
     Every run is a fresh process (`Run.command`); a failing run must not stop the others.
+
+    Attributes:
+        name: the registered name.
+        queues: True when `submit` returns before the runs end (a cluster queue): `dl run` then returns
+            at once unless asked to `--wait`, and `dl status OUT_DIR` follows the runs.
     """
 
     name: str
+    queues: bool = False
 
     @abstractmethod
     def submit(self, runs: list[Run]) -> Submission:
@@ -106,6 +124,14 @@ class Scheduler(ABC):
     @abstractmethod
     def status(self, submission: Submission) -> list[RunStatus]:
         """Each run's current status, in run order."""
+
+    def cancel(self, submission: Submission, names: list[str] | None = None) -> None:
+        """Stop the named runs (None: every run) that have not ended; they are then reported "cancelled".
+
+        Raises:
+            DlError: this scheduler cannot cancel (runs that `submit` already finished need none).
+        """
+        raise DlError(f"scheduler {self.name!r} cannot cancel runs: its submit returns when they have ended.")
 
     def wait(self, submission: Submission, poll_s: float = 2.0, timeout_s: float | None = None) -> list[RunStatus]:
         """Poll `status` until every run is in a final state (or `timeout_s` passes: then the last answer).

@@ -3,8 +3,9 @@ reproducible in any process, on any platform, in any call order, and a resumed r
 
 import numpy as np
 
-PARTITION, POOL, SHUFFLE = 0, 1, 2
-"""Purposes: dealing episodes to consumers, a consumer's pool order, a map-style epoch permutation."""
+PARTITION, POOL, SHUFFLE, ELASTIC = 0, 1, 2, 3
+"""Purposes: dealing episodes to consumers, a consumer's pool order, a map-style epoch permutation, and
+the dealing and orders of what is left of an epoch resumed in another shape (`dl.elastic`)."""
 
 
 def epoch_rng(seed: int, epoch: int, purpose: int, *ids: int) -> np.random.Generator:

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from slurm_cluster import LocalSlurmCluster, missing_binaries
 
 from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
@@ -84,3 +85,35 @@ def persistent_loaders():
         iterator = getattr(loader, "_iterator", None)
         if iterator is not None and hasattr(iterator, "_shutdown_workers"):
             iterator._shutdown_workers()
+
+
+def _slurm_unavailable() -> str | None:
+    missing = missing_binaries()
+    if missing:
+        return f"SLURM/munge programs missing ({', '.join(missing)}): scripts/setup.sh installs them with apt"
+    if os.geteuid() != 0:
+        return "the local SLURM cluster needs root (slurmd runs jobs as their user)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A real 2-node SLURM cluster on localhost (tests/slurm_cluster.py), started on first use, stopped at
+    the end of the session; clients find it through SLURM_CONF. Unavailable: a failure under CI (the
+    SLURM tests must run there), a skip with the reason elsewhere."""
+    why = _slurm_unavailable()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    started = LocalSlurmCluster(nodes=2).start()
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(started.conf)
+    try:
+        yield started
+    finally:
+        if previous is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = previous
+        started.stop()

@@ -1,6 +1,7 @@
 """The built-in loaders pass dl.testing's loader conformance suite."""
 
 import pytest
+from hypothesis import strategies as st
 
 from dl.testing.loader_suite import LoaderSuite
 
@@ -15,3 +16,4 @@ class TestMapLoader(LoaderSuite):
 class TestPoolLoader(LoaderSuite):
     loader = "pool"
     loader_options = {"episode_pool_size": 2}
+    elastic_options = {"episode_pool_size": st.integers(1, 4)}

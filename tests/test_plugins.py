@@ -51,7 +51,7 @@ def test_builtins_come_from_dl_entry_points():
     mine = {e.name: e.value for e in entry_points(group="dl") if e.dist and e.dist.name == "dl"}
     assert mine == {"local_source": "dl.plugins.local_source", "map_loader": "dl.plugins.map",
                     "pool_loader": "dl.plugins.pool", "cpu_decoder": "dl.plugins.cpu_decoder",
-                    "local_scheduler": "dl.plugins.local_scheduler"}
+                    "local_scheduler": "dl.plugins.local_scheduler", "slurm_scheduler": "dl.plugins.slurm"}
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The pool loader's exact mid-epoch resume from counters (dl.resume): resumed streams equal the tail of
 uninterrupted ones, across workers and ranks; changed configurations are refused."""
 
+import itertools
 import json
 import math
 import random
@@ -9,7 +10,7 @@ from collections import Counter
 import pytest
 import torch
 import torch.utils.data
-from pool_helpers import CAM0, TABULAR, consume_loader, pool, resumable, tagged
+from pool_helpers import CAM0, TABULAR, consume_loader, flat, index_batches, pool, resumable, tagged
 
 import dl
 from dl.errors import ResumeError
@@ -109,17 +110,17 @@ def test_state_dict_holds_counters_only(dataset_factory):
     next(iterator)
     next(iterator)
     state = loader.state_dict()
-    assert set(state) == {"epoch", "batches_consumed", "batch_size", "invariants"}
-    assert (state["epoch"], state["batches_consumed"], state["batch_size"]) == (0, 2, 4)
-    assert state["invariants"]["episode_pool_size"] == 2 and state["invariants"]["num_workers"] == 0
+    assert set(state) == {"epoch", "batches_consumed", "batch_size", "invariants", "rank", "shape", "segments"}
+    assert (state["epoch"], state["batches_consumed"], state["batch_size"], state["rank"]) == (0, 2, 4, 0)
+    assert state["invariants"]["episode_pool_size"] == 2 and state["segments"] == []
+    assert state["shape"] == {"world_size": 1, "num_workers": 1, "batch_size": 4}
     assert json.loads(json.dumps(state)) == state
 
 
 @pytest.mark.parametrize(("change", "named"), [
-    (dict(episode_pool_size=3), "episode_pool_size"), (dict(num_workers=1), "num_workers"),
-    (dict(world_size=2, rank=0), "world_size"), (dict(episodes=[0, 1, 2, 3]), "episodes"), (dict(seed=1), "seed"),
-    (dict(batch_size=5), "batch_size"), (dict(drop_last=True), "drop_last"),
-], ids=["pool_size", "num_workers", "world_size", "episodes", "seed", "batch_size", "drop_last"])
+    (dict(episode_pool_size=3), "episode_pool_size"), (dict(episodes=[0, 1, 2, 3]), "episodes"),
+    (dict(seed=1), "seed"), (dict(drop_last=True), "drop_last"),
+], ids=["pool_size", "episodes", "seed", "drop_last"])
 def test_resume_refuses_a_changed_configuration(dataset_factory, change, named):
     root = dataset_factory(**TABULAR)
     base = dict(num_workers=2, batch_size=4, episode_pool_size=2, seed=0, episodes=None)
@@ -130,6 +131,34 @@ def test_resume_refuses_a_changed_configuration(dataset_factory, change, named):
     resumable(root, **base).load_state_dict(state)  # the same configuration is accepted
     with pytest.raises(ResumeError, match=f"does not fit this loader \\({named}: saved "):
         resumable(root, **{**base, **change}).load_state_dict(state)
+
+
+@pytest.mark.parametrize("change", [dict(num_workers=1), dict(world_size=2, rank=1), dict(batch_size=5)],
+                         ids=["num_workers", "world_size", "batch_size"])
+def test_resume_accepts_another_shape(dataset_factory, change):
+    """World size, workers and batch size are the shape: another one resumes elastically (exactly-once is
+    the loader suite's elastic property test)."""
+    root = dataset_factory(**TABULAR)
+    base = dict(num_workers=2, batch_size=4, episode_pool_size=2, seed=0)
+    saved = resumable(root, **base)
+    head = [batch["index"].tolist() for _, batch in itertools.islice(saved, 2)]
+    resumed = resumable(root, **{**base, **change})
+    resumed.load_state_dict(saved.state_dict())
+    assert resumed.dataset.resume_position().segments[0].batches_consumed == (2,)
+    tail = [i for _, batch in resumed for i in batch["index"].tolist()]
+    assert not set(tail) & set(flat(head))
+
+
+def test_legacy_state_without_a_shape_still_loads(dataset_factory):
+    """A state saved before elastic resume (world size, workers and batch size among the invariants)."""
+    root = dataset_factory(**TABULAR)
+    full = index_batches(resumable(root, 2, 4, episode_pool_size=2))
+    legacy = {"epoch": 0, "batches_consumed": 3, "batch_size": 4,
+              "invariants": {**resumable(root, 2, 4, episode_pool_size=2).state_dict()["invariants"],
+                             "world_size": 1, "num_workers": 2, "batch_size": 4}}
+    resumed = resumable(root, 2, 4, episode_pool_size=2)
+    resumed.load_state_dict(legacy)
+    assert index_batches(resumed) == full[3:]
 
 
 def test_resume_accepts_another_rank_of_the_same_world(dataset_factory):

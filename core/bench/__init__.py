@@ -1,11 +1,13 @@
 """dl.bench: the benchmark behind `dl run`.
 
 - `spec`: `RunSpec`, one run's whole configuration (JSON, shipped to the run's process);
-  `scenarios` and `modes`: presets and the `delta_timestamps` of each mode.
-- `session`: the host side: plan runs, submit them to a scheduler, merge ranks, write results.
+  `scenarios` and `modes`: presets and the `delta_timestamps` of each mode; `resources`: what a run
+  asks of a cluster.
+- `session`: the host side: plan runs, submit them to a scheduler, follow them, merge ranks, write results.
 - `runner`: one run in its own process (`python -m dl.bench.runner SPEC RESULT`).
-- `metrics`, `memory`, `timed_decoder`: what a run measures; `results`: result files and the
+- `metrics`, `memory`, `timed_decoder`, `timeline`: what a run measures; `results`: result files and the
   merge of a multi-rank run; `progress`: progress bars; `default_dataset`: the embedded dataset.
+- `report`, `plot`: `dl report`, comparing many results (the plots need the `plot` extra, matplotlib).
 
 May import: `dl`'s top level (contracts, host, assembly), `dl.format`, `dl.testing.synthetic` (the
 default dataset). Plugins are reached only through the registry, never imported. Never: `dl.cli`.

@@ -5,6 +5,8 @@ import csv
 import json
 from pathlib import Path
 
+from .timeline import rank_overlap, sum_timelines
+
 HEADLINE = ("name", "status", "samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "fetch_pct",
             "decode_pct", "shuffle_randomness_frac", "shuffle_randomness_ideal", "first_batch_latency_s",
             "p50_sample_latency_ms", "p95_sample_latency_ms", "p99_sample_latency_ms", "peak_rss_gb",
@@ -104,6 +106,11 @@ def merge_ranks(name: str, ranks: list[dict]) -> dict:
             merged[key] = merge_stats([r[key] for r in ranks], rules)
     if rules:
         merged["loader_stats_merge"] = rules
+    if all("throughput_timeline" in r for r in ranks):
+        merged["throughput_timeline"] = sum_timelines([r["throughput_timeline"] for r in ranks])
+    overlap = rank_overlap(ranks)
+    if overlap:
+        merged["rank_disjointness"] = overlap
     for key in ("config", "dataset", "dataloader", "environment"):
         if key in ranks[0]:
             merged[key] = ranks[0][key]

@@ -6,6 +6,7 @@ Run as `python -m dl.bench.runner SPEC.json RESULT.json` by schedulers, so every
 
 import datetime
 import json
+import os
 import platform
 import sys
 import time
@@ -31,6 +32,7 @@ from .metrics import sample_latency_ms
 from .modes import mode_delta_timestamps
 from .spec import RunSpec
 from .timed_decoder import TimedDecoder
+from .timeline import EpisodesSeen, Timeline
 
 Progress = Callable[[str, float, float], None]
 """`progress(phase, done, total)`: called as the run advances (phase names: "prepare", "single-process",
@@ -172,12 +174,14 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
     loader = _dataloader(dataset, spec)
     arrivals, fractions = [], []
     samples = frames = batches = epochs = 0
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()  # ranks start their windows together
     t_iter = time.perf_counter()
+    timeline, seen = Timeline(t_iter), EpisodesSeen()
     first_batch_s = window_start = None
     if spec.warmup_batches == 0:
         window_start = t_iter
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()  # ranks start their windows together
+        timeline.mark_window(t_iter)
     iterator = iter(loader)
     while True:
         try:
@@ -195,12 +199,15 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
             raise RunFailed(f"the DataLoader failed after {batches} batches: {describe(exc)}") from exc
         now = time.perf_counter()
         batches += 1
+        timeline.add(now, len(batch["index"]))
+        seen.add(epochs, batch["episode_index"])
         if first_batch_s is None:
             first_batch_s = now - t_iter
         if window_start is None:
             progress("warm-up", batches, spec.warmup_batches)
             if batches == spec.warmup_batches:
                 window_start = now
+                timeline.mark_window(now)
             continue
         size = len(batch["index"])
         arrivals.append(now)
@@ -226,6 +233,8 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
         "window_samples": samples,
         "window_batches": len(arrivals),
         "epochs_completed": epochs,
+        "throughput_timeline": timeline.to_dict(),
+        "episodes_by_epoch": seen.to_dict(),
         "loader": loader,
         "iterator": iterator,  # kept alive until memory is measured
     }
@@ -265,6 +274,7 @@ def _environment() -> dict:
         "dl": version("dl"),
         "cpu_count": psutil.cpu_count(),
         "platform": platform.platform(),
+        "node": os.environ.get("SLURMD_NODENAME") or platform.node(),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
@@ -307,7 +317,10 @@ def main(argv: list[str]) -> int:
             torch.distributed.destroy_process_group()
     with open(result_path, "w") as f:
         json.dump(result, f, indent=2)
-    return 0 if result["status"] == "ok" else 1
+    if result["status"] != "ok":  # one line in the run's own output (a cluster job's log) too
+        print(f"run {spec.name} failed: {result['error']}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""Named scenarios: presets that set several `RunSpec` fields at once (`dl run --scenario NAME`).
-Options given explicitly on the command line win over the preset."""
+"""Named scenarios: presets that set several `RunSpec` fields at once (`dl run --scenario NAME`), cluster
+resources included (`resources`: a cluster scheduler's request per run; `--resource KEY=VALUE` overrides
+one). Options given explicitly on the command line win over the preset."""
 
 import os
 
 SCENARIOS: dict[str, dict] = {
     "mmap_local": {
         "source": "local", "loader": "map", "decoder": "cpu", "num_workers": 2,
+        "resources": {"cpus_per_task": 3, "mem": "4G", "time": 30},
         "_about": "map loader over a local root, memory-mapped Arrow rows, CPU decode, 2 workers",
     },
     "mmap_local_maxworkers": {
@@ -14,14 +16,22 @@ SCENARIOS: dict[str, dict] = {
     },
     "stream_local": {
         "source": "local", "loader": "pool", "decoder": "cpu", "num_workers": 2,
-        "loader_options": {"episode_pool_size": 32},
+        "loader_options": {"episode_pool_size": 32}, "resources": {"cpus_per_task": 3, "mem": "4G", "time": 30},
         "_about": "pool (streaming episode pool) loader over a local root, 32 episodes per consumer, 2 workers",
     },
     "stream_local_2rank": {
         "source": "local", "loader": "pool", "decoder": "cpu", "num_workers": 2, "world_size": 2,
         "loader_options": {"episode_pool_size": 32},
+        "resources": {"nodes": 1, "tasks_per_node": 2},
         "_about": "stream_local as two ranks (two processes, torch.distributed gloo on 127.0.0.1): per-rank "
                   "results and a merged line",
+    },
+    "stream_slurm_2node": {
+        "source": "local", "loader": "pool", "decoder": "cpu", "num_workers": 2, "world_size": 2,
+        "scheduler": "slurm", "loader_options": {"episode_pool_size": 32},
+        "resources": {"nodes": 2, "tasks_per_node": 1, "cpus_per_task": 3, "mem": "4G", "time": 30},
+        "_about": "stream_local as two ranks on two SLURM nodes (srun, one task per node, gloo at the first "
+                  "node's address): per-rank results, a merged line, ranks' episodes disjoint",
     },
 }
 

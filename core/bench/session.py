@@ -15,8 +15,11 @@ from ..errors import DlError
 from ..format.metadata import DatasetMeta
 from ..plugins_manager import get_plugins
 from ..scheduler import Run, RunStatus, Scheduler, Submission
-from .results import merge_ranks, read_results
+from .resources import run_resources
+from .results import merge_ranks, read_results, write_folder_csv
 from .spec import RunSpec
+
+SUBMISSION = "submission.json"
 
 
 def check_plugins(base: RunSpec) -> None:
@@ -57,17 +60,23 @@ def write_snapshot(base: RunSpec, meta: DatasetMeta, specs_dir: Path) -> RunSpec
 
 def plan_runs(specs: list[RunSpec], out_dir: Path) -> list[Run]:
     """Write each spec's JSON into `out_dir/specs/` and name its result file(s): `NAME.json`, or
-    `NAME-rankR.json` per rank when `world_size` > 1 (the merged `NAME.json` is written after)."""
+    `NAME-rankR.json` per rank when `world_size` > 1 (the merged `NAME.json` is written after); complete
+    each run's cluster resources.
+
+    Raises:
+        DlError: a run's resources are unknown or do not fit its world size (before anything is written).
+    """
+    resources = [run_resources(spec) for spec in specs]
     (out_dir / "specs").mkdir(parents=True, exist_ok=True)
     runs = []
-    for spec in specs:
+    for spec, needs in zip(specs, resources, strict=True):
         spec_path = (out_dir / "specs" / f"{spec.name}.json").resolve()
         spec_path.write_text(json.dumps(spec.to_dict(), indent=2))
         if spec.world_size == 1:
             results = [str((out_dir / f"{spec.name}.json").resolve())]
         else:
             results = [str((out_dir / f"{spec.name}-rank{r}.json").resolve()) for r in range(spec.world_size)]
-        runs.append(Run(spec.name, spec.world_size, str(spec_path), results))
+        runs.append(Run(spec.name, spec.world_size, str(spec_path), results, needs))
     return runs
 
 
@@ -96,10 +105,37 @@ def collect(submission: Submission, statuses: list[RunStatus]) -> list[dict]:
     return out
 
 
-def run_specs(scheduler: Scheduler, specs: list[RunSpec], out_dir: Path) -> list[dict]:
-    """Plan, submit, wait, collect. The submission is saved as `out_dir/specs/submission.json`."""
+def submit_specs(scheduler: Scheduler, specs: list[RunSpec], out_dir: Path) -> Submission:
+    """Plan and submit; the submission is saved as `out_dir/specs/submission.json` (what `dl status` reads)."""
     runs = plan_runs(specs, out_dir)
     submission = scheduler.submit(runs)
-    submission.save(out_dir / "specs" / "submission.json")
-    statuses = scheduler.wait(submission)
-    return collect(submission, statuses)
+    submission.save(out_dir / "specs" / SUBMISSION)
+    return submission
+
+
+def load_submission(out_dir: Path) -> Submission:
+    """The submission `dl run` saved in `out_dir`.
+
+    Raises:
+        DlError: there is none (not a `dl run` output folder, or the run was refused before submitting).
+    """
+    path = Path(out_dir) / "specs" / SUBMISSION
+    try:
+        return Submission.from_dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise DlError(f"{path} does not exist: give the --out-dir of a `dl run` that submitted runs.") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DlError(f"{path} is not a dl submission ({exc}).") from None
+
+
+def finish(submission: Submission, statuses: list[RunStatus], out_dir: Path) -> tuple[list[dict], int]:
+    """Collect every run's result (ranks merged) and rewrite `out_dir/results.csv` over every result in the
+    folder; (this submission's results, the number of rows in the CSV)."""
+    results = collect(submission, statuses)
+    return results, write_folder_csv(Path(out_dir))
+
+
+def run_specs(scheduler: Scheduler, specs: list[RunSpec], out_dir: Path) -> list[dict]:
+    """Plan, submit, wait, collect, write `results.csv`."""
+    submission = submit_specs(scheduler, specs, out_dir)
+    return finish(submission, scheduler.wait(submission), out_dir)[0]

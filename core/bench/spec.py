@@ -16,7 +16,9 @@ class RunSpec:
     over the mode's), `image_dtype`, `tolerance_s`; `metadata_snapshot`: a JSON file of
     `DatasetMeta.to_snapshot()` the host wrote, so the run reads no metadata itself.
     Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`; `world_size` ranks (each a
-    process of a torch.distributed gloo group when > 1).
+    process of a torch.distributed gloo group when > 1); `resources`, what the run asks of a cluster
+    (`dl.scheduler.RESOURCES`: nodes, tasks_per_node, cpus_per_task, mem, time, gpus; completed by
+    `dl.bench.resources.run_resources`).
     How to iterate: `batch_size`, `num_workers`, `prefetch_factor`, `seed`.
     How to measure: `warmup_batches` (skipped), `duration` (steady-state window, s),
     `single_proc_samples` (samples timed in-process for the fetch/decode split), `out_dir`, `name`.
@@ -45,6 +47,7 @@ class RunSpec:
     source_options: dict = field(default_factory=dict)
     loader_options: dict = field(default_factory=dict)
     decoder_options: dict = field(default_factory=dict)
+    resources: dict = field(default_factory=dict)
     out_dir: str = "dl-results"
     name: str = ""
 

@@ -11,6 +11,9 @@ What it checks, on generated datasets (`dl.testing.synthetic`), through `dl.make
 - the same order for the same seed, another order for another seed and for the next epoch;
 - exact resume at any cut point (batches into epoch 0 or 1), with 0 and 2 workers, for loaders that are
   `dl.loader.Resumable` (others skip those tests, saying so);
+- elastic resume: a state saved by W ranks x N workers (batch size B, each rank cut at its own batch),
+  merged with `dl.elastic.merge_states`, resumed by W' ranks x N' workers (batch size B'): the frames not
+  yet emitted come exactly once, the same ones for the same seed, and the next epoch is whole;
 - values equal to the `map` loader's at the same global index, windows and `{key}_is_pad` included;
 - the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn).
 Cut points and world shapes are drawn by hypothesis, derandomized so a run is repeatable.
@@ -24,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dl
+from dl.elastic import merge_states
 from dl.loader import Resumable
 from dl.testing.synthetic import SyntheticConfig, camera_key, write_synthetic_dataset
 
@@ -46,11 +50,14 @@ class LoaderSuite:
         loader: the registered loader name.
         loader_options: keyword options for its factory.
         batch_size: batch size of the DataLoaders the tests build.
+        elastic_options: hypothesis strategies for factory options the elastic resume test varies, e.g.
+            `{"episode_pool_size": st.integers(1, 4)}` (over `loader_options`).
     """
 
     loader: str = ""
     loader_options: dict = {}
     batch_size: int = 3
+    elastic_options: dict = {}
 
     # ------------------------------------------------------------------------------------ fixtures
     @pytest.fixture(scope="class")
@@ -68,13 +75,16 @@ class LoaderSuite:
         monkeypatch.setenv("DL_CACHE_DIR", str(tmp_path / "dl-cache"))
 
     # ------------------------------------------------------------------------------------ helpers
-    def make(self, root, **config):
-        """The loader under test on `root` (config: `dl.LoaderConfig` fields)."""
+    def make(self, root, options: dict | None = None, **config):
+        """The loader under test on `root` (config: `dl.LoaderConfig` fields; options over
+        `loader_options`)."""
         config.setdefault("image_dtype", "uint8")
-        return dl.make_dataset(str(root), loader=self.loader, loader_options=dict(self.loader_options), **config)
+        return dl.make_dataset(str(root), loader=self.loader, loader_options={**self.loader_options, **(options or {})},
+                               **config)
 
     def dataloader(self, dataset, num_workers: int, **kwargs):
-        return dl.make_dataloader(dataset, batch_size=self.batch_size, num_workers=num_workers, **kwargs)
+        kwargs.setdefault("batch_size", self.batch_size)
+        return dl.make_dataloader(dataset, num_workers=num_workers, **kwargs)
 
     @staticmethod
     def indices(batches) -> list[list[int]]:
@@ -154,6 +164,39 @@ class LoaderSuite:
         next(iter(loader))
         state = loader.state_dict()
         assert json.loads(json.dumps(state)) == state
+
+    @SUITE_SETTINGS
+    @given(data=st.data(), old=st.tuples(st.integers(1, 3), st.integers(0, 2), st.integers(2, 3)),
+           new=st.tuples(st.integers(1, 3), st.integers(0, 2), st.integers(2, 4)), seed=st.integers(0, 2**16))
+    def test_elastic_resume_exactly_once(self, tabular_root, data, old, new, seed):
+        """W x N workers (batch B) -> W' x N' (batch B'): the rest of the epoch exactly once, deterministic."""
+        (world, workers, batch), (world2, workers2, batch2) = old, new
+        options = {key: data.draw(strategy, label=key) for key, strategy in self.elastic_options.items()}
+        self.require_resumable(self.make(tabular_root, options, seed=seed))
+        emitted, states = [], []
+        for rank in range(world):
+            loader = self.dataloader(self.make(tabular_root, options, seed=seed, rank=rank, world_size=world),
+                                     workers, batch_size=batch)
+            cut = data.draw(st.integers(0, 12), label=f"cut (batches) of rank {rank}")
+            emitted += [i for b in self.indices(itertools.islice(loader, cut)) for i in b]
+            states.append(loader.state_dict())
+        state = merge_states(states)
+
+        def resumed(rank):
+            loader = self.dataloader(self.make(tabular_root, options, seed=seed, rank=rank, world_size=world2),
+                                     workers2, batch_size=batch2)
+            loader.load_state_dict(state)
+            return loader
+
+        rest, following = [], []
+        for rank in range(world2):
+            loader = resumed(rank)
+            rest.append([i for b in self.indices(loader) for i in b])
+            following += [i for b in self.indices(loader) for i in b]
+        every = Counter(self.every_index(self.make(tabular_root, options, seed=seed)))
+        assert Counter(emitted + [i for r in rest for i in r]) == every, "the epoch is not served exactly once"
+        assert [i for b in self.indices(resumed(0)) for i in b] == rest[0], "the resumed order is not deterministic"
+        assert Counter(following) == every, "the next epoch (in the new shape) is not whole"
 
     # ------------------------------------------------------------------------------------ values
     @pytest.mark.parametrize("windows", [False, True], ids=["single", "windows"])

@@ -6,6 +6,7 @@ import torch.utils.data
 from dl.config import LoaderConfig
 from dl.dataloader import DataLoaderNeeds
 from dl.decoder import Decoder
+from dl.elastic import ResumePosition
 from dl.errors import DlError
 from dl.format.checks import check_streams
 from dl.format.metadata import DatasetMeta
@@ -57,7 +58,6 @@ class MapDataset(torch.utils.data.Dataset):
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys)
         self.starts = np.cumsum([0] + [ep.length for ep in self.episodes])
         self.sampler = EpochSampler(len(self), self.rank, self.world_size, config.seed)
-        self._resume_batches = 0
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -96,19 +96,21 @@ class MapDataset(torch.utils.data.Dataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Read `epoch` from its start next (as `DistributedSampler.set_epoch`); drops a pending resume."""
-        self.sampler.epoch, self.sampler.skip, self._resume_batches = epoch, 0, 0
+        self.sampler.epoch, self.sampler.position = epoch, None
 
-    def resume_from(self, epoch: int, batches_consumed: int, batch_size: int) -> None:
-        """Continue `epoch` after `batches_consumed` batches of `batch_size` (the DataLoader delivers a
-        map-style dataset's batches in sampler order, so that is a position in the epoch's order)."""
-        self.sampler.epoch, self.sampler.skip = epoch, batches_consumed * batch_size
-        self._resume_batches = batches_consumed
+    def resume_from(self, position: ResumePosition) -> None:
+        """Continue `position.epoch` after `position.batches` batches (the DataLoader delivers a map-style
+        dataset's batches in sampler order, so that is a position in the rank's share of the epoch)."""
+        self.sampler.epoch, self.sampler.position = position.epoch, position
 
-    def resume_batches(self) -> int:
-        """Batches the next iteration skips (0 unless resuming)."""
-        return self._resume_batches if self.sampler.skip else 0
+    def resume_position(self) -> ResumePosition | None:
+        """The pending resume of the next iteration (None: the epoch from its start)."""
+        return self.sampler.position
 
     def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
-        """The episodes, world size, seed and batch size (the order depends on them; workers do not matter)."""
-        return {"episodes": config_hash([ep.index for ep in self.episodes]), "world_size": self.world_size,
-                "seed": self.config.seed, "batch_size": batch_size}
+        """The episodes and the seed (the order depends on them)."""
+        return {"episodes": config_hash([ep.index for ep in self.episodes]), "seed": self.config.seed}
+
+    def resume_shape(self, batch_size: int, num_workers: int) -> dict:
+        """World size and batch size (the ranks' shares depend on them; DataLoader workers do not)."""
+        return {"world_size": self.world_size, "batch_size": batch_size}

@@ -1,8 +1,10 @@
-"""The `map` loader's order: each epoch a seeded permutation of every position, dealt to ranks."""
+"""The `map` loader's order: each epoch a seeded permutation of every position, dealt to ranks; after an
+elastic resume, what the earlier shapes left of it, dealt to the new ranks."""
 
 import numpy as np
 import torch.utils.data
 
+from dl.elastic import Segment
 from dl.seeding import SHUFFLE, epoch_rng
 
 
@@ -12,8 +14,13 @@ class EpochSampler(torch.utils.data.Sampler):
     Epoch `e` permutes `range(length)` with `epoch_rng(seed, e, SHUFFLE)`; rank `r` of `world_size` takes
     every `world_size`-th element from `r`, so ranks are disjoint and together cover every position
     exactly once (shares differ by at most one; unlike torch's `DistributedSampler`, nothing is padded or
-    dropped). `iter()` reads `epoch` and then moves it on, so each iteration is the next epoch; a pending
-    resume skips the first `skip` positions of the rank's share.
+    dropped). `iter()` reads `epoch` and then moves it on, so each iteration is the next epoch.
+
+    A pending resume (`position`, a `dl.elastic.ResumePosition`) skips what this rank already consumed.
+    After a resume in another shape, the epoch's order is replayed: each ended segment's ranks had
+    consumed the first `batches x batch_size` positions of their share; what is left keeps the epoch's
+    order and is dealt to the current ranks the same strided way, so the rest of the epoch is served
+    exactly once with the torchdata-StatefulDataLoader-like state "epoch + position", made elastic.
 
     Args:
         length: positions in the dataset.
@@ -23,16 +30,35 @@ class EpochSampler(torch.utils.data.Sampler):
 
     def __init__(self, length: int, rank: int, world_size: int, seed: int):
         self.length, self.rank, self.world_size, self.seed = length, rank, world_size, seed
-        self.epoch, self.skip = 0, 0
+        self.epoch, self.position = 0, None
 
-    def order(self, epoch: int) -> np.ndarray:
-        """int64 positions of this rank's share of `epoch`, in delivery order."""
-        return epoch_rng(self.seed, epoch, SHUFFLE).permutation(self.length)[self.rank::self.world_size]
+    def order(self, epoch: int, segments: tuple[Segment, ...] = ()) -> np.ndarray:
+        """int64 positions of this rank's share of `epoch` (after the ended `segments`), in delivery
+        order."""
+        left = epoch_rng(self.seed, epoch, SHUFFLE).permutation(self.length)
+        for segment in segments:
+            left = left[~_consumed_mask(len(left), segment)]
+        return left[self.rank::self.world_size]
 
     def __iter__(self):
-        epoch, skip = self.epoch, self.skip
-        self.epoch, self.skip = epoch + 1, 0
-        return iter(self.order(epoch)[skip:].tolist())
+        epoch, position = self.epoch, self.position
+        self.epoch, self.position = epoch + 1, None
+        if position is None:
+            return iter(self.order(epoch).tolist())
+        share = self.order(epoch, position.segments)
+        skip = len(share) if position.batches is None else position.batches * position.batch_size
+        return iter(share[skip:].tolist())
 
     def __len__(self) -> int:
         return len(range(self.rank, self.length, self.world_size))
+
+
+def _consumed_mask(length: int, segment: Segment) -> np.ndarray:
+    """Which entries of an order of `length` positions the ranks of `segment` had consumed: rank `r`'s
+    share is every `world_size`-th entry from `r`, consumed from its start."""
+    world_size, batch_size = segment.shape["world_size"], segment.shape["batch_size"]
+    mask = np.zeros(length, dtype=bool)
+    for rank, batches in enumerate(segment.batches_consumed):
+        share = np.arange(rank, length, world_size)
+        mask[share if batches is None else share[:batches * batch_size]] = True
+    return mask

@@ -11,20 +11,20 @@ import torch.utils.data
 from dl.config import LoaderConfig
 from dl.dataloader import DataLoaderNeeds
 from dl.decoder import Decoder
+from dl.elastic import ResumePosition
 from dl.errors import DlError
 from dl.format.checks import check_streams
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
 from dl.resume import config_hash, resume_point
-from dl.seeding import POOL, epoch_rng
 from dl.shared_counters import SharedCounters
 from dl.shuffle import ideal_distinct_fraction
 from dl.source import FileSpan
 from dl.world import World, current_world, resolve_ranks
 
-from .episode_pool import EpisodePool
 from .partition import partition_episodes
+from .segments import SegmentPlan, current_plan
 
 MAX_DECODERS = 256
 
@@ -82,7 +82,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         decoder.cache.resize(min(working_set, MAX_DECODERS))
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us"))
         self.epoch = 0
-        self._resume: tuple[int, int] | None = None  # (batches_consumed, batch_size) for self.epoch
+        self._resume: ResumePosition | None = None  # for self.epoch
 
     # ----------------------------------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
@@ -91,33 +91,40 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.epoch, self._resume = epoch, None
 
     def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
-        """What a resume must not change: episodes, pool size, world size, workers, seed, drop_last, batch
-        size (each consumer's order depends on all of them)."""
+        """What a resume must not change: the episodes, pool size, seed and drop_last."""
         return {"episodes": config_hash([ep.index for ep in self.episodes]), "episode_pool_size": self.pool_size,
-                "world_size": self.world_size, "num_workers": num_workers, "seed": self.config.seed,
-                "drop_last": self.drop_last, "batch_size": batch_size}
+                "seed": self.config.seed, "drop_last": self.drop_last}
+
+    def resume_shape(self, batch_size: int, num_workers: int) -> dict:
+        """What a resume may change: world size, DataLoader workers (0 and 1 are the same: one consumer per
+        rank) and batch size. Each consumer's order depends on them, so another shape replays the emitted
+        frames and deals the rest anew (`dl.elastic`)."""
+        return {"world_size": self.world_size, "num_workers": max(num_workers, 1), "batch_size": batch_size}
 
     def dataloader_needs(self) -> DataLoaderNeeds:
         """Nothing: the stream orders and splits itself."""
         return DataLoaderNeeds()
 
-    def resume_from(self, epoch: int, batches_consumed: int, batch_size: int) -> None:
-        """Make the next `iter()` continue epoch `epoch` after `batches_consumed` batches."""
-        self.epoch, self._resume = epoch, (batches_consumed, batch_size)
+    def resume_from(self, position: ResumePosition) -> None:
+        """Make the next `iter()` continue epoch `position.epoch` from `position`."""
+        self.epoch, self._resume = position.epoch, position
 
-    def resume_batches(self) -> int:
-        """Batches the next `iter()` skips (0 unless resuming)."""
-        return self._resume[0] if self._resume else 0
+    def resume_position(self) -> ResumePosition | None:
+        """The pending resume of the next `iter()` (None: from the epoch's start)."""
+        return self._resume
 
     # ----------------------------------------------------------------------------------------- splitting
     def consumer_episodes(self, world: World, epoch: int) -> list[np.ndarray]:
-        """Episode positions of every consumer in this epoch (index with `world.consumer`)."""
+        """Episode positions of every consumer in this epoch, read in one shape (index with
+        `world.consumer`)."""
         return partition_episodes(self.lengths, world.num_consumers, self.config.seed, epoch)
 
-    def consumer_samples(self, parts: list[np.ndarray]) -> list[int]:
-        """Samples each consumer emits this epoch (all its frames, or the smallest count with drop_last)."""
-        counts = [int(self.lengths[p].sum()) for p in parts]
-        return [min(counts)] * len(counts) if self.drop_last else counts
+    def segment_plan(self, world: World, epoch: int, position: ResumePosition | None) -> SegmentPlan:
+        """What every consumer of `world`'s shape streams in `epoch`: the whole epoch, or after an elastic
+        resume what the earlier shapes left (`position.segments`)."""
+        segments = position.segments if position is not None else ()
+        return current_plan(self.lengths, segments, world.world_size, world.num_workers, self.pool_size,
+                            self.config.seed, epoch, self.drop_last)
 
     def _warn_uneven(self, world: World, parts: list[np.ndarray], counts: list[int]) -> None:
         if len(parts[world.consumer]) == 0:
@@ -133,27 +140,30 @@ class PoolDataset(torch.utils.data.IterableDataset):
     # ----------------------------------------------------------------------------------------- iteration
     def __iter__(self):
         world = current_world(self.rank, self.world_size)
-        epoch, resume = self.epoch, self._resume
+        epoch, position = self.epoch, self._resume
         self.epoch, self._resume = epoch + 1, None  # iter() advances the epoch in the iterating process
-        parts = self.consumer_episodes(world, epoch)
-        counts = self.consumer_samples(parts)
+        t0 = time.perf_counter()
+        plan = self.segment_plan(world, epoch, position)
         skip = 0
-        if resume is not None:
-            mine = slice(world.rank * world.num_workers, (world.rank + 1) * world.num_workers)
-            produced, next_worker = resume_point(resume[0], resume[1], counts[mine])
+        if position is not None:
+            mine = plan.counts[world.rank * world.num_workers:(world.rank + 1) * world.num_workers]
+            batches = position.batches
+            if batches is None:  # this rank had finished its share
+                batches = sum(-(-n // position.batch_size) for n in mine)
+            produced, next_worker = resume_point(batches, position.batch_size, mine)
             world = replace(world, worker=(world.worker + next_worker) % world.num_workers)
             skip = produced[world.worker]
-        self._warn_uneven(world, parts, counts)
-        return self._stream(world, epoch, parts[world.consumer], counts[world.consumer], skip)
+        self._warn_uneven(world, plan.episodes, plan.counts)
+        return self._stream(world, epoch, plan, skip, time.perf_counter() - t0)
 
-    def _stream(self, world: World, epoch: int, owned: np.ndarray, count: int, skip: int):
-        rng = epoch_rng(self.config.seed, epoch, POOL, world.rank, world.worker)
-        pool = EpisodePool(owned, self.lengths[owned], self.pool_size, rng)
+    def _stream(self, world: World, epoch: int, plan: SegmentPlan, skip: int, replay_s: float):
+        pool = plan.pool(world.consumer, self.lengths, self.pool_size, self.config.seed, epoch)
+        count = plan.counts[world.consumer]
         t0 = time.perf_counter()
         for _ in range(skip):  # fast-forward: order only, no reads, no decode
             next(pool)
-        if skip:
-            self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0) * 1e6))
+        if skip or plan.index:
+            self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0 + replay_s) * 1e6))
         for e in pool.open_episodes():  # the pool as it stands: announce what it will read
             self._admit(e)
         pool.on_admit = self._admit

@@ -17,6 +17,8 @@ class EpisodePool:
         lengths: frames of each of those episodes (same order).
         pool_size: episodes open at once (>= 1).
         rng: the consumer's generator for this epoch.
+        rows: per episode (same order), the rows to emit, when not all of them (an elastic resume serves
+            what is left of an episode); None: rows 0..length-1.
 
     Attributes:
         admitted: episodes admitted so far.
@@ -24,13 +26,14 @@ class EpisodePool:
             the episodes admitted before it was set are `open_episodes()`.
     """
 
-    def __init__(self, episodes: np.ndarray, lengths: np.ndarray, pool_size: int, rng: np.random.Generator):
+    def __init__(self, episodes: np.ndarray, lengths: np.ndarray, pool_size: int, rng: np.random.Generator,
+                 rows: list[np.ndarray] | None = None):
         self.on_admit = None
         if pool_size < 1:
             raise ValueError(f"episode_pool_size must be >= 1, got {pool_size}")
         self.rng = rng
         self._waiting = list(rng.permutation(len(episodes)))  # admission order: uniform without replacement
-        self._episodes, self._lengths = np.asarray(episodes), np.asarray(lengths)
+        self._episodes, self._lengths, self._row_sets = np.asarray(episodes), np.asarray(lengths), rows
         self._slots: list[int] = []  # index into episodes
         self._rows: list[np.ndarray] = []  # each slot's rows in emission order (a permutation)
         self._left = np.zeros(pool_size, dtype=np.int64)  # frames left per slot
@@ -40,7 +43,7 @@ class EpisodePool:
 
     def _admit(self, slot: int) -> None:
         e = int(self._waiting.pop())
-        rows = self.rng.permutation(int(self._lengths[e]))
+        rows = self.rng.permutation(int(self._lengths[e]) if self._row_sets is None else self._row_sets[e])
         if slot == len(self._slots):
             self._slots.append(e)
             self._rows.append(rows)

@@ -19,7 +19,22 @@ def partition_episodes(lengths: np.ndarray, num_consumers: int, seed: int, epoch
     Returns:
         num_consumers int64 arrays of episode positions (a consumer may get none when E < num_consumers).
     """
-    order = epoch_rng(seed, epoch, PARTITION).permutation(len(lengths))
+    return deal_balanced(lengths, num_consumers, epoch_rng(seed, epoch, PARTITION))
+
+
+def deal_balanced(lengths: np.ndarray, num_consumers: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffle items (episodes, or what is left of them) with `rng`, then give each to the consumer holding
+    the fewest frames so far (ties: lowest consumer id).
+
+    Args:
+        lengths: int [E], frames per item.
+        num_consumers: how many consumers share them.
+        rng: the generator that orders the items.
+
+    Returns:
+        num_consumers int64 arrays of item positions (into `lengths`), each in dealing order.
+    """
+    order = rng.permutation(len(lengths))
     load = np.zeros(num_consumers, dtype=np.int64)
     owned: list[list[int]] = [[] for _ in range(num_consumers)]
     for e in order:

@@ -1,0 +1,94 @@
+"""`dl report DIR...`: one comparison of many benchmark results (`dl.bench.report`), as a rich table and
+`summary.csv`, and with `--plot` as pictures (`dl.bench.plot`)."""
+
+import csv
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+HEADERS = {"samples_per_s": "samples/s", "decoded_frames_per_s": "frames/s", "peak_rss_gb": "peak RSS GB",
+           "shuffle_randomness_frac": "shuffle", "first_batch_latency_s": "1st batch s",
+           "p95_sample_latency_ms": "p95 ms", "samples_per_s_ratio": "samples/s ratio",
+           "peak_rss_gb_ratio": "RSS ratio", "episodes_per_rank": "episodes/epoch per rank",
+           "shared_episodes": "shared episodes"}
+"""Short table headers (summary.csv keeps the field names)."""
+
+
+def _header(name: str) -> str:
+    return HEADERS.get(name, name.replace("loader_options.", "").replace("resources.", ""))
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@click.command(epilog="\b\nExamples:\n  dl report dl-results                     # one folder\n"
+               "  dl report local-runs slurm-runs --baseline local-runs/mmap_local-cpu-single-w2\n"
+               "  dl report r --filter loader=pool --sort samples_per_s --reverse --plot")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--sort", metavar="KEY", help="Sort each scenario's runs by a metric or config field "
+              "(e.g. samples_per_s, num_workers).")
+@click.option("--reverse", is_flag=True, help="Sort in descending order.")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Keep runs whose config (or result) "
+              "field reads VALUE, e.g. loader=pool or status=ok (repeatable: all must hold).")
+@click.option("--baseline", metavar="RUN", help="Add ratios of samples/s and peak RSS against this run (its name, "
+              "or FOLDER/NAME when several folders are given).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where summary.csv (and the plots) go "
+              "[the first folder given].")
+@click.option("--plot", is_flag=True, help="Also draw comparison.png (samples/s and peak RSS per run) and "
+              "throughput.png (each run's samples/s over time); needs matplotlib (pip install 'dl[plot]').")
+def report(paths, sort, reverse, filters, baseline, out_dir, plot):
+    """Compare benchmark results: every result JSON in PATHS (folders written by `dl run`, with any
+    scheduler, or single files), multi-rank runs as their merged line, grouped by scenario, with the
+    configuration columns that differ. Writes summary.csv; multi-rank runs also get a per-rank table
+    (node, episodes admitted and seen, episodes shared between ranks)."""
+    from dl.bench.report import METRICS, differing, load_rows, order, rank_rows, ratios, select, summary_rows
+
+    console = Console()
+    rows = order(select(load_rows([Path(p) for p in paths]), list(filters)), sort, reverse)
+    if not rows:
+        console.print("no run matches the filters", highlight=False)
+        return
+    columns = differing(rows)
+    ratio = ratios(rows, baseline) if baseline else None
+    lines = summary_rows(rows, columns, ratio)
+    table = Table(title=f"dl report: {len(rows)} run(s)", header_style="bold")
+    headers = list(dict.fromkeys(k for line in lines for k in line))
+    for header in headers:
+        table.add_column(_header(header), justify="right" if header in METRICS or header.endswith("_ratio") else
+                         "left", overflow="fold")
+    previous = None
+    for line in lines:
+        if previous is not None and line["scenario"] != previous:
+            table.add_section()
+        previous = line["scenario"]
+        style = "red" if line["status"] != "ok" else None
+        table.add_row(*(_fmt(line.get(h)) for h in headers), style=style)
+    console.print(table)
+    per_rank = rank_rows(rows)
+    if per_rank:
+        ranks = Table(title="ranks of multi-rank runs", header_style="bold")
+        for header in per_rank[0]:
+            ranks.add_column(header.replace("_", " "))
+        for line in per_rank:
+            ranks.add_row(*(_fmt(v) for v in line.values()))
+        console.print(ranks)
+    target = Path(out_dir or (paths[0] if Path(paths[0]).is_dir() else Path(paths[0]).parent))
+    target.mkdir(parents=True, exist_ok=True)
+    with open(target / "summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=headers)
+        writer.writeheader()
+        writer.writerows(lines)
+    console.print(f"summary: {target / 'summary.csv'}", highlight=False)
+    if plot:
+        from dl.bench.plot import plot_comparison, plot_throughput
+
+        for made in (plot_comparison(rows, target / "comparison.png"),
+                     plot_throughput(rows, target / "throughput.png")):
+            console.print(f"plot: {made}", highlight=False)
