@@ -24,11 +24,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class FileSpan:
     """Bytes of one file an episode needs: `path` relative to the root, `[start, end)` in bytes, or the
-    whole file when both are None."""
+    whole file when both are None. `size` is the whole file's size in bytes when the caller knows it (from
+    `DatasetMeta.files`; saves a remote source a request) and `share` the fraction of the file the episode's
+    samples use (v3.0 packs several episodes per file), for read-amplification figures only."""
 
     path: str
     start: int | None = None
     end: int | None = None
+    size: int | None = None
+    share: float = 1.0
 
 
 class Source:
@@ -141,12 +145,7 @@ class Source:
             info = self.fs.info(self.path(rel))
         except FileNotFoundError:
             raise SourceFileNotFoundError(f"{self.url}/{rel} does not exist.") from None
-        facts = [f"size={info.get('size')}"]
-        for key in ("mtime", "LastModified", "last_modified", "updated", "ETag", "etag", "md5Hash", "crc32c", "CRC",
-                    "checksum", "blob_id"):
-            if info.get(key) is not None:
-                facts.append(f"{key}={info[key]}")
-        return ";".join(facts)
+        return file_facts(info)
 
     def video_input(self, rel: str) -> str | BinaryIO:
         """What a decoder opens for the video `rel`: a local path when the file is on local disk, else a
@@ -161,8 +160,30 @@ class Source:
         """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.
         No-op here."""
 
+    def settle(self) -> None:
+        """Block until every file admitted so far in this process is local (a loader that needs all its files
+        from the start, such as `map`, calls it after admitting them, before DataLoader workers fork). No-op
+        here."""
+
+    def pinned_options(self) -> dict:
+        """Source options that rebuild exactly this source without asking the server again (e.g. a Hub
+        revision resolved to its commit sha). `dl run`'s host merges them into the options every run and
+        rank gets, so they all read the version the host checked. Nothing here."""
+        return {}
+
     def dataloader_needs(self) -> "DataLoaderNeeds":
         """What this source needs of the DataLoader (see `dl.dataloader`); nothing by default."""
         from .dataloader import DataLoaderNeeds
 
         return DataLoaderNeeds()
+
+
+def file_facts(info: dict) -> str:
+    """A fingerprint from an fsspec `info()` dict: the size plus whichever of mtime, ETag, checksum, CRC or
+    blob id the filesystem reports."""
+    facts = [f"size={info.get('size')}"]
+    for key in ("mtime", "LastModified", "last_modified", "updated", "ETag", "etag", "md5Hash", "crc32c", "CRC",
+                "checksum", "blob_id"):
+        if info.get(key) is not None:
+            facts.append(f"{key}={info[key]}")
+    return ";".join(facts)
