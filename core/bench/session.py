@@ -21,7 +21,9 @@ from .spec import RunSpec
 def check_and_snapshot(base: RunSpec, specs_dir: Path) -> RunSpec:
     """Fail before anything is scheduled when the configuration cannot run: unknown plugins, options a plugin
     does not take, a dataset that is not v3.0, missing files of the selected episodes. Returns `base` with
-    `metadata_snapshot` set to the snapshot written into `specs_dir`.
+    `metadata_snapshot` set to the snapshot written into `specs_dir`, and the source's pinned options
+    (`Source.pinned_options()`: a Hub revision resolved to its commit) added to its source options, so every
+    run and rank reads the version checked here without asking the server again.
 
     Raises:
         PluginError, DlError: what is wrong, naming the option, file or episode.
@@ -37,7 +39,8 @@ def check_and_snapshot(base: RunSpec, specs_dir: Path) -> RunSpec:
     specs_dir.mkdir(parents=True, exist_ok=True)
     path = specs_dir / "metadata.json"
     path.write_text(json.dumps(meta.to_snapshot()))
-    return dataclasses.replace(base, metadata_snapshot=str(path.resolve()))
+    options = {**base.source_options, **meta.source.pinned_options()}  # e.g. the Hub revision as its sha
+    return dataclasses.replace(base, metadata_snapshot=str(path.resolve()), source_options=options)
 
 
 def plan_runs(specs: list[RunSpec], out_dir: Path) -> list[Run]:
