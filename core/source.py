@@ -135,7 +135,7 @@ class Source:
 
     def fingerprint(self, rel: str) -> str:
         """A string that changes when `rel` changes and stays equal while it does not, in any process: built
-        from the file's own facts (size plus mtime, ETag, checksum or CRC, whichever the filesystem reports),
+        from the file's own facts (size plus ETag, checksum or CRC, else mtime: see `file_facts`),
         never from object identity. Keys dl's caches.
 
         Raises:
@@ -178,12 +178,15 @@ class Source:
         return DataLoaderNeeds()
 
 
+CONTENT_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "CRC", "checksum", "blob_id")
+TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated")
+
+
 def file_facts(info: dict) -> str:
-    """A fingerprint from an fsspec `info()` dict: the size plus whichever of mtime, ETag, checksum, CRC or
-    blob id the filesystem reports."""
+    """A fingerprint from an fsspec `info()` dict: the size plus the content hashes the filesystem reports
+    (ETag, MD5, CRC, checksum, git blob id), or, when it reports none, its modification time. (A hash is
+    preferred: the same bytes uploaded twice get two modification times.)"""
     facts = [f"size={info.get('size')}"]
-    for key in ("mtime", "LastModified", "last_modified", "updated", "ETag", "etag", "md5Hash", "crc32c", "CRC",
-                "checksum", "blob_id"):
-        if info.get(key) is not None:
-            facts.append(f"{key}={info[key]}")
+    keys = CONTENT_KEYS if any(info.get(k) is not None for k in CONTENT_KEYS) else TIME_KEYS
+    facts += [f"{key}={info[key]}" for key in keys if info.get(key) is not None]
     return ";".join(facts)

@@ -135,7 +135,7 @@ class FaultProxy:
                     conn.new_request = False
                     fault = self._next_fault()
                     if fault in ("429", "503"):
-                        conn.answer(fault)
+                        conn.answer(fault, head=data.startswith(b"HEAD "))
                         return
                     conn.reset_at = self.faults.reset_after_bytes if fault == "reset" else None
                     conn.sent = 0
@@ -187,13 +187,14 @@ class _Connection:
         self.sent = 0
         self._closed = False
 
-    def answer(self, status: str) -> None:
+    def answer(self, status: str, head: bool) -> None:
+        """Answer the request with `status` (no body for a HEAD request) and close."""
         reason = {"429": "Too Many Requests", "503": "Service Unavailable"}[status]
         body = f"{status} {reason} (injected by dl.testing.fault_proxy)".encode()
-        head = (f"HTTP/1.1 {status} {reason}\r\nRetry-After: 0\r\nContent-Type: text/plain\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+        lines = (f"HTTP/1.1 {status} {reason}\r\nRetry-After: 0\r\nContent-Type: text/plain\r\n"
+                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
         try:
-            self.client.sendall(head + body)
+            self.client.sendall(lines + (b"" if head else body))
         finally:
             self.close()
 
