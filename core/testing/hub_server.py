@@ -40,6 +40,7 @@ class HubServer:
         self.page_size = page_size
         self.repos: dict[str, dict[str, str]] = {}  # repo -> {branch or tag: sha}
         self.commits: dict[str, dict[str, bytes]] = {}  # sha -> {path: content}
+        self.history: dict[str, set[str]] = {}  # repo -> every sha it had
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -73,6 +74,7 @@ class HubServer:
             refs = self.repos.setdefault(repo_id, {})
             for ref in (branch, *tags):
                 refs[ref] = sha
+            self.history.setdefault(repo_id, set()).add(sha)
         return sha
 
     def delete_file(self, repo_id: str, branch: str, path: str) -> str:
@@ -83,6 +85,7 @@ class HubServer:
             sha = hashlib.sha1(repr(sorted(files)).encode() + repo_id.encode()).hexdigest()
             self.commits[sha] = files
             self.repos[repo_id][branch] = sha
+            self.history[repo_id].add(sha)
         return sha
 
     def resolve(self, repo_id: str, revision: str) -> str | None:
@@ -90,7 +93,7 @@ class HubServer:
         refs = self.repos.get(repo_id, {})
         if revision in refs:
             return refs[revision]
-        return revision if revision in self.commits and revision in refs.values() else None
+        return revision if revision in self.history.get(repo_id, ()) else None
 
 
 def _blob_oid(data: bytes) -> str:

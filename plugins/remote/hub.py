@@ -85,12 +85,14 @@ def resolve_revision(repo_id: str, revision: str, endpoint: str | None, retry: R
     where = f"{repo_id} on {api.endpoint}"
     try:
         info = retry.call(lambda: api.dataset_info(repo_id, revision=revision), f"hf://datasets/{repo_id}@{revision}")
-    except RevisionNotFoundError:
-        raise DlError(f"dataset {where} has no revision {revision!r}: give an existing branch, tag or commit "
-                      "with --revision.") from None
-    except RepositoryNotFoundError:
-        raise DlError(f"no dataset repo {where}, or it is private or gated: check the repo id, and log in "
-                      "(`hf auth login` or HF_TOKEN) if it needs a token.") from None
+    except (DlError, FileNotFoundError) as exc:  # the policy turns a 404 into SourceFileNotFoundError
+        if isinstance(exc.__cause__, RevisionNotFoundError):
+            raise DlError(f"dataset {where} has no revision {revision!r}: give an existing branch, tag or commit "
+                          "with --revision.") from None
+        if isinstance(exc.__cause__, RepositoryNotFoundError):
+            raise DlError(f"no dataset repo {where}, or it is private or gated: check the repo id, and log in "
+                          "(`hf auth login` or HF_TOKEN) if it needs a token.") from None
+        raise
     return info.sha
 
 
