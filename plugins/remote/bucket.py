@@ -14,7 +14,7 @@ from dl.errors import DlError
 from dl.hookspecs import hookimpl
 from dl.remote_source import RemoteSource
 
-from .hub import hub_filesystem, parse_repo, resolve_revision
+from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
 from .options import DEFAULT_CACHE_BYTES, remote_kwargs
 
 S3_SETTINGS = {"S3FileSystem": {"retries": 1}}
@@ -67,6 +67,7 @@ def bucket_source(root: str, data_files_root: str | None = None, revision: str |
         repo_id, rev, sub = parse_repo(root, revision)
         meta_fs = hub_filesystem(None)
         sha = resolve_revision(repo_id, rev, meta_fs.endpoint, kwargs["retry"])
+        trust_commit(meta_fs, repo_id, sha)
         meta_root = f"datasets/{repo_id}@{sha}" + (f"/{sub}" if sub else "")
         pinned["revision"] = sha
     elif revision is not None:

@@ -96,6 +96,15 @@ def resolve_revision(repo_id: str, revision: str, endpoint: str | None, retry: R
     return info.sha
 
 
+def trust_commit(fs: fsspec.AbstractFileSystem, repo_id: str, sha: str) -> None:
+    """Tell `fs` that dataset `repo_id` has commit `sha` (resolved by us), so it does not check again with
+    one request per process (HfFileSystem keeps that check in a private cache; nothing happens where a
+    version has none)."""
+    checked = getattr(fs, "_repo_and_revision_exists_cache", None)
+    if isinstance(checked, dict):
+        checked[("dataset", repo_id, sha)] = (True, None)
+
+
 def hub_filesystem(storage_options: dict | None) -> fsspec.AbstractFileSystem:
     """An `HfFileSystem` (listings in one paginated request per folder: `max_workers=1`).
 
@@ -158,6 +167,7 @@ def hub_source(root: str, revision: str | None = None, storage_options: dict | N
         return offline_snapshot(repo_id, rev, sub)
     fs = hub_filesystem(storage_options)
     sha = resolve_revision(repo_id, rev, fs.endpoint, kwargs["retry"])
+    trust_commit(fs, repo_id, sha)
     path = f"datasets/{repo_id}@{sha}" + (f"/{sub}" if sub else "")
     return HubSource(fs, path, repo_id, sha, **kwargs)
 
