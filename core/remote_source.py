@@ -16,6 +16,7 @@ plugins build one. It adds, in one place:
 
 import io
 import os
+import posixpath
 import threading
 import time
 from typing import TYPE_CHECKING, BinaryIO
@@ -86,7 +87,7 @@ class RemoteSource(Source):
         state = self.__dict__.copy()
         proc = state.pop("_proc")
         state["_proc"] = None
-        if proc is not None and proc.cache is not None:  # spawned children read what this process holds
+        if proc is not None and proc.cache is not None and proc.settled:  # spawned children read these too
             state["_inherit"] = proc.cache.ready_files()
         return state
 
@@ -95,7 +96,7 @@ class RemoteSource(Source):
         proc = self._proc
         if proc is None or proc.pid != os.getpid():
             inherited = dict(self._inherit)
-            if proc is not None and proc.cache is not None:  # forked: the parent's finished downloads
+            if proc is not None and proc.cache is not None and proc.settled:  # forked after `settle()`
                 inherited.update(proc.cache.ready_files())
             proc = self._proc = _ProcessState(inherited)
         return proc
@@ -199,7 +200,8 @@ class RemoteSource(Source):
     def list_files(self, folder: str) -> dict[str, int]:
         """As `Source.list_files`, retried and counted; the sizes are kept for later reads."""
         fs, base = self._where(folder)
-        root = base[: len(base) - len(folder)].rstrip("/") if folder not in ("", ".") else base
+        clean = posixpath.normpath(folder)
+        root = base[: len(base) - len(clean)].rstrip("/") if clean != "." else base
 
         def find():
             try:
@@ -272,6 +274,7 @@ class RemoteSource(Source):
             t0 = time.perf_counter()
             self._state().cache.settle()
             self._count("network_wait_us", int((time.perf_counter() - t0) * 1e6))
+            self._state().settled = True  # what is held now stays held: children may read it
 
     def pinned_options(self) -> dict:
         return dict(self._pinned)
@@ -334,6 +337,7 @@ class _ProcessState:
     def __init__(self, inherited: dict[str, str]):
         self.pid, self.lock, self.inherited = os.getpid(), threading.Lock(), inherited
         self.cache: PrefetchCache | None = None
+        self.settled = False  # a loader settled its admissions: DataLoader workers may read those files
         self.meta_fs = None
 
 
