@@ -128,9 +128,8 @@ class PrefetchCache:
             return
         if entry.state is State.QUEUED:
             self._queued.remove(entry.rel)
-        if entry.state is not State.LOADING:  # a download in flight cleans up after itself
+        if entry.state in (State.QUEUED, State.READY):  # a download in flight cleans up after itself
             _remove(entry.path)
-        if entry.state is not State.FAILED:
             self._unreserve(entry.size)
 
     def _grant(self) -> None:

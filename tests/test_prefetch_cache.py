@@ -111,14 +111,21 @@ def test_a_reader_takes_over_a_queued_download(tmp_path):
 def test_release_during_download_deletes_the_file_after_it(tmp_path):
     remote = Remote({"a": b"1" * 10})
     remote.gate.clear()
-    cache = PrefetchCache(tmp_path, 100, remote.download, threads=1)
+    started, freed = threading.Event(), threading.Event()
+    original = remote.download
+
+    def download(rel, size, out):
+        started.set()
+        original(rel, size, out)
+
+    cache = PrefetchCache(tmp_path, 100, download, threads=1, on_reserved=lambda n: n == 0 and freed.set())
     cache.admit(0, sizes(remote, "a"))
+    assert started.wait(timeout=30)  # the download is in flight
     cache.release(0)
+    assert cache.reserved == 10  # still reserved: the bytes are being written
     remote.gate.set()
-    cache.settle()
-    for worker in cache._workers:
-        worker.join(timeout=0.5)
-    assert [f for f in cache_files(cache) if not f.endswith(".part")] == [] and cache.reserved == 0
+    assert freed.wait(timeout=30)  # the download finished and cleaned up after itself
+    assert cache_files(cache) == [] and remote.fetched == ["a"]
     cache.close()
 
 
@@ -153,6 +160,6 @@ def test_reservations_never_exceed_the_limit_and_all_go(tmp_path_factory, ops):
             held.discard(key)
     for key in held:
         cache.release(key)
-    assert max(peaks, default=0) <= 60
+    assert 0 <= min(peaks, default=0) and max(peaks, default=0) <= 60
     assert cache.reserved == 0
     cache.close()
