@@ -1,8 +1,10 @@
 """`dl run` through the remote sources from the command line, against loopback servers: `--source bucket
 --root s3://... --storage-option endpoint_url=...`, `--source hub --repo-id ... --revision ...` (the host
-resolves the revision once and every run reads that commit), and the stream_bucket_2node scenario."""
+resolves the revision once and every run reads that commit; HF_ENDPOINT and HF_TOKEN honoured, the token
+written nowhere), and the stream_bucket_2node scenario."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -43,10 +45,14 @@ def test_hub_run_pins_the_revision_once(hub, small_dataset, tmp_path):  # noqa: 
     sha = hub.repos[repo]["main"]
     out = tmp_path / "out"
     start = len(hub.requests)
-    done = dl_run("--source", "hub", "--repo-id", repo, "--revision", "main", "--storage-option",
-                  f"endpoint={hub.endpoint}", "--loader", "pool", "--num-workers", "0,1", "--out-dir", out, *QUICK,
-                  cwd=tmp_path)
+    token = "hf_loopbackSecret123"
+    done = dl_run("--source", "hub", "--repo-id", repo, "--revision", "main", "--loader", "pool", "--num-workers",
+                  "0,1", "--out-dir", out, *QUICK, cwd=tmp_path,
+                  env={**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": token})
     assert done.returncode == 0, done.stderr
+    assert f"Bearer {token}" in hub.authorizations  # sent to the Hub...
+    written = "".join(p.read_text() for p in out.rglob("*.json")) + done.stdout + done.stderr
+    assert token not in written  # ...and nowhere else
     for name in ("pool-cpu-single-w0", "pool-cpu-single-w1"):
         result = json.loads((out / f"{name}.json").read_text())
         assert result["status"] == "ok" and result["config"]["source_options"]["revision"] == sha

@@ -31,3 +31,12 @@ class TestHubSource(SourceSuite):
 
     def make_source(self, dataset_dir, workdir):
         return loopback_hub_source(self.hub, publish(self.hub, dataset_dir))
+
+
+class TestBucketSourceFileUrl(SourceSuite):
+    """`bucket` takes any fsspec URL: here file://."""
+
+    def make_source(self, dataset_dir, workdir):
+        from dl.plugins.remote.bucket import bucket_source
+
+        return bucket_source(f"file://{dataset_dir}")

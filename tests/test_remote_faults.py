@@ -2,6 +2,9 @@
 middle of response bodies, 429 with Retry-After, 503): every frame arrives exactly once and the retries are
 counted; a file that is really gone fails with an error naming it; a permanent error is not retried."""
 
+import logging
+import os
+
 import numpy as np
 import pytest
 from remote_helpers import hub, loopback_hub_source, publish, s3, s3_source, upload  # noqa: F401 (fixtures)
@@ -10,6 +13,7 @@ import dl
 from dl.assembly import build_loader
 from dl.errors import SourceFileNotFoundError
 from dl.format.metadata import DatasetMeta
+from dl.plugins.remote.bucket import bucket_source
 from dl.testing.fault_proxy import FaultProxy, Faults
 
 FAULTS = Faults(throttle_every=5, unavailable_every=7, reset_every=3, reset_after_bytes=700)
@@ -33,6 +37,36 @@ def test_bucket_every_frame_exactly_once_under_faults(s3, small_dataset, loader,
     assert seen.tolist() == list(range(total))
     assert proxy.injected["429"] and proxy.injected["503"] and proxy.injected["reset"]
     assert stats["retries"] > 0 and stats["throttled_429"] > 0 and stats["failures"] == 0
+
+
+def test_worker_caches_are_removed_when_workers_exit(s3, small_dataset, tmp_path):  # noqa: F811
+    source = s3_source(s3, upload(s3, small_dataset))
+    seen, total = frames_seen(source, "pool", 2)
+    assert seen.tolist() == list(range(total)) and source.stats()["files_prefetched"] > 0
+    runs = sorted((tmp_path / "dl-cache" / "remote").glob("run-*"))
+    assert all(run.name.startswith(f"run-{os.getpid()}-") for run in runs)  # at most this process's own
+
+
+def test_map_says_how_much_it_downloads(s3, small_dataset, caplog):  # noqa: F811
+    source = s3_source(s3, upload(s3, small_dataset))
+    meta = DatasetMeta.load(source)
+    with caplog.at_level(logging.INFO, logger="dl"):
+        build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[0, 1], image_dtype="uint8"))
+    files = sorted({f for i in (0, 1) for f in meta.episodes[i].files()})
+    megabytes = sum(meta.files[f] for f in files) / 1e6
+    assert f"2 episode(s) need {len(files)} file(s), {megabytes:.1f} MB, from {source.url}" in caplog.text
+
+
+def test_metadata_from_the_hub_and_data_from_a_bucket(s3, hub, small_dataset, monkeypatch):  # noqa: F811
+    repo, url = publish(hub, small_dataset), upload(s3, small_dataset)
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    start = len(hub.requests)
+    source = bucket_source(f"hf://datasets/{repo}", data_files_root=url, storage_options=s3.storage_options())
+    assert source.pinned_options() == {"revision": hub.repos[repo]["main"]}
+    seen, total = frames_seen(source, "pool", 0)
+    assert seen.tolist() == list(range(total))
+    served = [path for _, path in hub.requests[start:]]
+    assert any("/meta/" in p for p in served) and not any("/data/" in p or "/videos/" in p for p in served)
 
 
 def test_hub_every_frame_exactly_once_under_faults(hub, small_dataset):  # noqa: F811

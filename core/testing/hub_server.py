@@ -34,6 +34,7 @@ class HubServer:
     Attributes:
         endpoint: `http://127.0.0.1:PORT`, for HF_ENDPOINT or `HfApi(endpoint=...)`.
         requests: every request served, as `(method, path)`, in order (tests count them).
+        authorizations: every distinct `Authorization` header received (tests check a token is sent).
     """
 
     def __init__(self, page_size: int = 50):
@@ -42,6 +43,7 @@ class HubServer:
         self.commits: dict[str, dict[str, bytes]] = {}  # sha -> {path: content}
         self.history: dict[str, set[str]] = {}  # repo -> every sha it had
         self.requests: list[tuple[str, str]] = []
+        self.authorizations: set[str] = set()  # every Authorization header received
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
@@ -126,6 +128,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             with hub._lock:
                 hub.requests.append((self.command, url.path))
+                if self.headers.get("Authorization"):
+                    hub.authorizations.add(self.headers["Authorization"])
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if self.command == "POST" else b""
             match = ROUTE.match(url.path)
             if not match:

@@ -10,6 +10,7 @@ revision's snapshot from the local Hugging Face cache or says how to fill it. Th
 a URL, an option, a message or a result.
 """
 
+import os
 import re
 
 import fsspec
@@ -118,6 +119,8 @@ def hub_filesystem(storage_options: dict | None) -> fsspec.AbstractFileSystem:
         raise DlError("do not pass the Hub token as an option (it would be saved with the run's configuration); "
                       "set HF_TOKEN or run `hf auth login`.")
     options.setdefault("max_workers", 1)
+    if os.environ.get("HF_ENDPOINT"):  # read now, not only when huggingface_hub was imported
+        options.setdefault("endpoint", os.environ["HF_ENDPOINT"].rstrip("/"))
     return HfFileSystem(**options)
 
 
