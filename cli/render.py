@@ -78,7 +78,7 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
         for key, label in ROWS:
             if any(r.get(key) is not None for r in ok):  # rows no run reports (resume, for map) are left out
                 table.add_row(label, *(_cell(r, key) for r in ok))
-        for group, prefix in (("loader_stats", ""), ("resume_loader_stats", "resume: ")):
+        for group, prefix in (("loader_stats", ""), ("resume_loader_stats", "resume: "), ("source_stats", "source: ")):
             for key in sorted({k for r in ok for k in r.get(group, {})}):
                 table.add_row(f"{prefix}{key}", *(str(r.get(group, {}).get(key, "-")) for r in ok))
         console.print(table)

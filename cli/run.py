@@ -1,5 +1,6 @@
 """`dl run`: assemble plugins into benchmark runs, schedule them, render and save the results."""
 
+import contextlib
 import dataclasses
 import itertools
 import sys
@@ -28,7 +29,9 @@ _DEFAULTS = RunSpec()
 @click.command(epilog=f"\b\nScenarios (--scenario):\n{_SCENARIO_HELP}\n\n\b\nExamples:\n"
                "  dl run                                   # embedded default dataset, map loader, 2 workers\n"
                "  dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2\n"
-               "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60")
+               "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60\n"
+               "  dl run --source bucket --root s3://BUCKET/DATASET --storage-option endpoint_url=URL\n"
+               "  dl run --source hub --repo-id OWNER/NAME --revision main --loader pool")
 @click.option("--scenario", multiple=True, metavar="NAME", help="Preset of several options (below); comma-separate "
               "or repeat to run several, one after another (a serial chain on a cluster).")
 @click.option("--source", cls=PluginOption, kind="source", default_name=_DEFAULTS.source)
@@ -58,6 +61,15 @@ _DEFAULTS = RunSpec()
 @click.option("--single-proc-samples", type=click.IntRange(1), help="Samples timed in-process for the "
               f"fetch/decode split [{_DEFAULTS.single_proc_samples}].")
 @click.option("--seed", type=int, help=f"Shuffle seed [{_DEFAULTS.seed}].")
+@click.option("--repo-id", help="A Hub dataset repo, owner/name: the root of --source hub (same as --root "
+              "hf://datasets/owner/name), or where --source bucket reads meta/ while --data-files-root holds the rest.")
+@click.option("--revision", help="Hub branch, tag or commit of --repo-id [main]; resolved to its commit once, "
+              "every run reads that commit (source option revision).")
+@click.option("--data-files-root", help="Where data/ and videos/ live when meta/ is elsewhere, e.g. s3://bucket/ds "
+              "(source option data_files_root; --source bucket).")
+@click.option("--storage-option", multiple=True, metavar="KEY=VALUE", help="A filesystem option of a remote source, "
+              "e.g. endpoint_url=http://127.0.0.1:9000, profile=NAME, anon=true (repeatable; source option "
+              "storage_options).")
 @click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="An option of the source plugin "
               "(repeatable; `dl plugins` lists each plugin's options).")
 @click.option("--loader-option", multiple=True, metavar="KEY=VALUE", help="An option of the loader plugin, e.g. "
@@ -74,7 +86,7 @@ _DEFAULTS = RunSpec()
 @click.option("--out-dir", help=f"Folder for the results: one JSON per run and results.csv, which covers every "
               f"result in the folder [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, scheduler_option,
-        resource, wait, **given):
+        resource, wait, repo_id, revision, data_files_root, storage_option, **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
@@ -92,6 +104,7 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     bad = [m for m in mode_list if m not in MODES]
     if bad:
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
+    from dl.bench.loopback import needs_loopback, serve_on_loopback
     from dl.bench.session import check_dataset, check_plugins, finish, submit_specs, write_snapshot
     from dl.plugins_manager import get_plugins
 
@@ -99,7 +112,8 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     from .status import follow, render_statuses
 
     console = Console()
-    bases = [_base_spec(name, given, deltas, episodes, source_option, loader_option, decoder_option, resource)
+    remote = (repo_id, revision, data_files_root, storage_option)
+    bases = [_base_spec(name, given, deltas, episodes, source_option, loader_option, decoder_option, resource, remote)
              for name in scenarios]
     worker_lists = [parse_workers(workers, base.num_workers) for base in bases]
     schedulers = {b.scheduler for b in bases}
@@ -112,21 +126,28 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
                                               **parse_key_values(scheduler_option, "--scheduler-option"))
     out_dir = writable_folder(bases[0].out_dir)
     default_dataset = bases[0].root is None
-    specs = []
-    for base, worker_list in zip(bases, worker_lists, strict=True):
-        if base.root is None:
-            base.root = str(_default_root(console))
-        meta = check_dataset(base)
-        base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
-        specs += [dataclasses.replace(base, mode=m, num_workers=w, name="")
-                  for m, w in itertools.product(mode_list, worker_list)]
-    submission = submit_specs(scheduler, specs, out_dir)
-    if scheduler.queues and not wait:
-        render_statuses(submission, scheduler.status(submission), console)
-        console.print(f"submitted {len(specs)} run(s); follow with: dl status {out_dir} (--wait), stop with: "
-                      f"dl cancel {out_dir}", highlight=False, soft_wrap=True)
-        return
-    statuses = follow(scheduler, submission, console, poll_s=5.0) if scheduler.queues else scheduler.wait(submission)
+    with contextlib.ExitStack() as servers:  # loopback servers of the remote scenarios live while runs execute
+        specs = []
+        for base, worker_list in zip(bases, worker_lists, strict=True):
+            if base.root is None:
+                base.root = str(_default_root(console))
+            if scheduler.queues and needs_loopback(base):
+                raise click.BadParameter(f"{base.scenario} serves a local --root from this process, which a cluster's "
+                                         "nodes cannot reach: give a remote --root, or --scheduler local",
+                                         param_hint="--scenario")
+            base = servers.enter_context(serve_on_loopback(base, lambda line: console.print(line, highlight=False)))
+            meta = check_dataset(base)
+            base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
+            specs += [dataclasses.replace(base, mode=m, num_workers=w, name="")
+                      for m, w in itertools.product(mode_list, worker_list)]
+        submission = submit_specs(scheduler, specs, out_dir)
+        if scheduler.queues and not wait:
+            render_statuses(submission, scheduler.status(submission), console)
+            console.print(f"submitted {len(specs)} run(s); follow with: dl status {out_dir} (--wait), stop with: "
+                          f"dl cancel {out_dir}", highlight=False, soft_wrap=True)
+            return
+        statuses = (follow(scheduler, submission, console, poll_s=5.0) if scheduler.queues
+                    else scheduler.wait(submission))
     if scheduler.queues:
         render_statuses(submission, statuses, console)
     results, in_folder = finish(submission, statuses, out_dir)
@@ -138,8 +159,10 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
         sys.exit(1)
 
 
-def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, decoder_option, resource) -> RunSpec:
-    """The RunSpec of one scenario (or none): its preset, then what the command line gave."""
+def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, decoder_option, resource,
+               remote) -> RunSpec:
+    """The RunSpec of one scenario (or none): its preset, then what the command line gave (`remote`: the
+    --repo-id, --revision, --data-files-root and --storage-option values)."""
     preset = scenario_options(scenario) if scenario else {}
     fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
     fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas))
@@ -147,9 +170,24 @@ def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, 
         fields[f"{kind}_options"] = {**preset.get(f"{kind}_options", {}),
                                      **parse_key_values(items, f"--{kind}-option")}
     fields["resources"] = {**preset.get("resources", {}), **parse_key_values(resource, "--resource")}
+    fields["source_options"].update(_remote_options(fields, *remote))
     if episodes:
         fields["episodes"] = parse_episodes(episodes)
     return RunSpec(**fields)
+
+
+def _remote_options(fields: dict, repo_id, revision, data_files_root, storage_option) -> dict:
+    """The remote-source flags as source options (and --repo-id as the root); checked by the source."""
+    if repo_id:
+        if fields.get("root"):
+            raise click.BadParameter("give --root or --repo-id, not both (with --repo-id, --data-files-root names "
+                                     "where the data lives)", param_hint="--repo-id")
+        fields["root"] = f"hf://datasets/{repo_id}"
+    options = {"revision": revision, "data_files_root": data_files_root}
+    storage = parse_key_values(storage_option, "--storage-option")
+    if storage:
+        options["storage_options"] = storage
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def _default_root(console: Console) -> Path:

@@ -9,7 +9,9 @@ Library use::
 The top level holds the contracts and the plugin host: `hookspecs`, `registry`, `plugin_options`,
 `plugins_manager` (loading plugins); `source`, `loader`, `decoder`, `scheduler` (what each kind of
 plugin provides); `config`, `world`, `dataloader`, `resume`, `elastic`, `assembly`, `api` (how they
-are put together); `errors`, `paths`, `seeding`, `shared_counters`, `decoder_cache` (shared helpers).
+are put together); `errors`, `paths`, `seeding`, `shared_counters`, `decoder_cache` (shared helpers);
+`retry`, `file_cache`, `remote_source` (the one wrapper remote sources read through: retries, counters,
+prefetch).
 Subpackages: `dl.format` (the LeRobot v3.0 format), `dl.bench` (the benchmark), `dl.testing`
 (synthetic datasets and conformance suites), `dl.plugins` (built-in plugins), `dl.cli`.
 

@@ -24,11 +24,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class FileSpan:
     """Bytes of one file an episode needs: `path` relative to the root, `[start, end)` in bytes, or the
-    whole file when both are None."""
+    whole file when both are None. `size` is the whole file's size in bytes when the caller knows it (from
+    `DatasetMeta.files`; saves a remote source a request) and `share` the fraction of the file the episode's
+    samples use (v3.0 packs several episodes per file), for read-amplification figures only."""
 
     path: str
     start: int | None = None
     end: int | None = None
+    size: int | None = None
+    share: float = 1.0
 
 
 class Source:
@@ -90,8 +94,14 @@ class Source:
     def list_files(self, folder: str) -> dict[str, int]:
         """Every file under `folder` (recursively), as `{path relative to the root: size in bytes}`, sorted.
         One listing request per call; a missing folder lists as `{}`. `DatasetMeta.load` lists each top
-        folder once per run and keeps the result, so loaders never list again."""
+        folder once per run and keeps the result, so loaders never list again. On local disk symbolic links
+        are followed, folders included (fsspec's listing does not descend into a linked folder and types a
+        linked file "other"): the root is trusted, wherever its links point."""
         base = self.path(folder)
+        from fsspec.implementations.local import LocalFileSystem
+
+        if type(self.fs) is LocalFileSystem:  # fsspec's own (a subclass may list its own way)
+            return _walk_local(base, self.root)
         try:
             found = self.fs.find(base, detail=True)
         except FileNotFoundError:
@@ -131,7 +141,7 @@ class Source:
 
     def fingerprint(self, rel: str) -> str:
         """A string that changes when `rel` changes and stays equal while it does not, in any process: built
-        from the file's own facts (size plus mtime, ETag, checksum or CRC, whichever the filesystem reports),
+        from the file's own facts (size plus ETag, checksum or CRC, else mtime: see `file_facts`),
         never from object identity. Keys dl's caches.
 
         Raises:
@@ -141,12 +151,7 @@ class Source:
             info = self.fs.info(self.path(rel))
         except FileNotFoundError:
             raise SourceFileNotFoundError(f"{self.url}/{rel} does not exist.") from None
-        facts = [f"size={info.get('size')}"]
-        for key in ("mtime", "LastModified", "last_modified", "updated", "ETag", "etag", "md5Hash", "crc32c", "CRC",
-                    "checksum", "blob_id"):
-            if info.get(key) is not None:
-                facts.append(f"{key}={info[key]}")
-        return ";".join(facts)
+        return file_facts(info)
 
     def video_input(self, rel: str) -> str | BinaryIO:
         """What a decoder opens for the video `rel`: a local path when the file is on local disk, else a
@@ -161,8 +166,46 @@ class Source:
         """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.
         No-op here."""
 
+    def settle(self) -> None:
+        """Block until every file admitted so far in this process is local (a loader that needs all its files
+        from the start, such as `map`, calls it after admitting them, before DataLoader workers fork). No-op
+        here."""
+
+    def pinned_options(self) -> dict:
+        """Source options that rebuild exactly this source without asking the server again (e.g. a Hub
+        revision resolved to its commit sha). `dl run`'s host merges them into the options every run and
+        rank gets, so they all read the version the host checked. Nothing here."""
+        return {}
+
     def dataloader_needs(self) -> "DataLoaderNeeds":
         """What this source needs of the DataLoader (see `dl.dataloader`); nothing by default."""
         from .dataloader import DataLoaderNeeds
 
         return DataLoaderNeeds()
+
+
+CONTENT_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "CRC", "checksum", "blob_id")
+TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated")
+
+
+def file_facts(info: dict) -> str:
+    """A fingerprint from an fsspec `info()` dict: the size plus the content hashes the filesystem reports
+    (ETag, MD5, CRC, checksum, git blob id), or, when it reports none, its modification time. (A hash is
+    preferred: the same bytes uploaded twice get two modification times.)"""
+    facts = [f"size={info.get('size')}"]
+    keys = CONTENT_KEYS if any(info.get(k) is not None for k in CONTENT_KEYS) else TIME_KEYS
+    facts += [f"{key}={info[key]}" for key in keys if info.get(key) is not None]
+    return ";".join(facts)
+
+
+def _walk_local(base: str, root: str) -> dict[str, int]:
+    out = {}
+    for dirpath, _, filenames in os.walk(base, followlinks=True):
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                size = os.stat(full).st_size
+            except FileNotFoundError:  # a dangling link: not a file the dataset has
+                continue
+            out[os.path.relpath(full, root).replace(os.sep, "/")] = size
+    return dict(sorted(out.items()))

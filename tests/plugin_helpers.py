@@ -9,7 +9,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "dl-example-zip"
-BUILTINS = {("source", "local"): "dl.plugins.local_source", ("loader", "map"): "dl.plugins.map",
+BUILTINS = {("source", "local"): "dl.plugins.local_source", ("source", "hub"): "dl.plugins.remote.hub",
+            ("source", "bucket"): "dl.plugins.remote.bucket", ("loader", "map"): "dl.plugins.map",
             ("loader", "pool"): "dl.plugins.pool", ("decoder", "cpu"): "dl.plugins.cpu_decoder",
             ("scheduler", "local"): "dl.plugins.local_scheduler", ("scheduler", "slurm"): "dl.plugins.slurm"}
 CAMERA = "observation.images.cam0"

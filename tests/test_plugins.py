@@ -49,7 +49,8 @@ def source_plugin(*names: str) -> str:
 
 def test_builtins_come_from_dl_entry_points():
     mine = {e.name: e.value for e in entry_points(group="dl") if e.dist and e.dist.name == "dl"}
-    assert mine == {"local_source": "dl.plugins.local_source", "map_loader": "dl.plugins.map",
+    assert mine == {"local_source": "dl.plugins.local_source", "hub_source": "dl.plugins.remote.hub",
+                    "bucket_source": "dl.plugins.remote.bucket", "map_loader": "dl.plugins.map",
                     "pool_loader": "dl.plugins.pool", "cpu_decoder": "dl.plugins.cpu_decoder",
                     "local_scheduler": "dl.plugins.local_scheduler", "slurm_scheduler": "dl.plugins.slurm"}
 

@@ -6,9 +6,11 @@
 - `session`: the host side: plan runs, submit them to a scheduler, follow them, merge ranks, write results.
 - `runner`: one run in its own process (`python -m dl.bench.runner SPEC RESULT`).
 - `metrics`, `memory`, `timed_decoder`, `timeline`: what a run measures; `results`: result files and the
-  merge of a multi-rank run; `progress`: progress bars; `default_dataset`: the embedded dataset.
+  merge of a multi-rank run; `progress`: progress bars; `default_dataset`: the embedded dataset;
+  `loopback`: serving a local folder on loopback for the remote-source scenarios.
 - `report`, `plot`: `dl report`, comparing many results (the plots need the `plot` extra, matplotlib).
 
 May import: `dl`'s top level (contracts, host, assembly), `dl.format`, `dl.testing.synthetic` (the
-default dataset). Plugins are reached only through the registry, never imported. Never: `dl.cli`.
+default dataset) and its loopback servers (`s3_server`, `hub_server`). Plugins are reached only through
+the registry, never imported. Never: `dl.cli`.
 """

@@ -5,7 +5,7 @@ import time
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 LINE_EVERY_S = 5.0
 """Without a terminal, a phase in progress prints a line at most this often."""
@@ -20,14 +20,15 @@ def rich_progress(run_name: str, console: Console | None = None):
         yield _line_reporter(run_name, console)
         return
     columns = (TextColumn(f"[bold]{run_name}[/] {{task.description:<15}}"), BarColumn(),
-               TextColumn("{task.completed:.0f}/{task.total:.0f}"), TimeElapsedColumn())
+               MofNCompleteColumn(), TimeElapsedColumn())  # M/? while the total is unknown (downloads)
     with Progress(*columns, console=console, transient=False) as bar:
         tasks: dict[str, int] = {}
 
-        def update(phase: str, done: float, total: float) -> None:
+        def update(phase: str, done: float, total: float | None) -> None:
             if phase not in tasks:
-                for task in tasks.values():  # a new phase means earlier ones are done
-                    bar.update(task, completed=bar.tasks[task].total)
+                for name, task in tasks.items():  # a new phase means earlier ones are done
+                    if not name.startswith("download"):  # (downloads run beside the phases)
+                        bar.update(task, completed=bar.tasks[task].total)
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done, total=total)
 

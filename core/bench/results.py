@@ -87,7 +87,8 @@ def merge_stats(stats: list[dict], rules: dict[str, str]) -> dict:
 def merge_ranks(name: str, ranks: list[dict]) -> dict:
     """One line for a multi-rank run: throughput, memory and counts summed over ranks (separate process
     trees), latencies and times the worst rank's, percentages and shuffle fractions averaged, loader stats
-    by the rules the loader declared (`loader_stats_merge`). Failed if any rank failed. `ranks` keeps every
+    by the rules the loader declared (`loader_stats_merge`), source stats by the source's
+(`source_stats_merge`). Failed if any rank failed. `ranks` keeps every
     rank's own result."""
     failed = [r for r in ranks if r.get("status") != "ok"]
     if failed:
@@ -111,6 +112,9 @@ def merge_ranks(name: str, ranks: list[dict]) -> dict:
     overlap = rank_overlap(ranks)
     if overlap:
         merged["rank_disjointness"] = overlap
+    if all("source_stats" in r for r in ranks):
+        merged["source_stats"] = merge_stats([r["source_stats"] for r in ranks], ranks[0]["source_stats_merge"])
+        merged["source_stats_merge"] = ranks[0]["source_stats_merge"]
     for key in ("config", "dataset", "dataloader", "environment"):
         if key in ranks[0]:
             merged[key] = ranks[0][key]

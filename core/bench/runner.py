@@ -6,11 +6,14 @@ Run as `python -m dl.bench.runner SPEC.json RESULT.json` by schedulers, so every
 
 import datetime
 import json
+import logging
 import os
 import platform
 import sys
+import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from importlib.metadata import version
 
 import numpy as np
@@ -36,7 +39,7 @@ from .timeline import EpisodesSeen, Timeline
 
 Progress = Callable[[str, float, float], None]
 """`progress(phase, done, total)`: called as the run advances (phase names: "prepare", "single-process",
-"warm-up", "steady window")."""
+"warm-up", "steady window"; and, beside them, "download MB" with no total while a remote source fetches)."""
 
 
 class RunFailed(DlError):
@@ -60,16 +63,19 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         dataset, decoder = built.loader, built.decoder
         init_s = time.perf_counter() - t_start
         progress("prepare", 1, 1)
-        single = _single_process(dataset, decoder, spec, progress)
-        decoder.cache.clear()  # workers must not inherit (and never use) the main process's decoders
-        decoder.cache.reset_stats()
-        if isinstance(dataset, ReportsStats):
-            dataset.reset_stats()
-        window = _window(dataset, spec, progress)
+        with _network_progress(built.source, progress):
+            single = _single_process(dataset, decoder, spec, progress)
+            decoder.cache.clear()  # workers must not inherit (and never use) the main process's decoders
+            decoder.cache.reset_stats()
+            for counted in (dataset, built.source):
+                if isinstance(counted, ReportsStats):
+                    counted.reset_stats()
+            window = _window(dataset, spec, progress)
         pss = tree_pss_bytes(psutil.Process())  # while workers are still alive
         loader = window.pop("loader")
         del window["iterator"]  # shuts the window's workers down before the resume probe starts its own
     loader_stats = _loader_stats(dataset, spec)
+    source_stats = _source_stats(built.source, spec)
     resume = _resume_probe(dataset, loader, spec) if isinstance(dataset, Resumable) else {}
     episodes = dataset.episodes
     cache = decoder.cache.stats()
@@ -87,6 +93,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         "total_time_s": round(time.perf_counter() - t_start, 3),
         **resume,
         **loader_stats,
+        **source_stats,
         "dataset": _dataset_summary(built, delta),
         "dataloader": loader_needs(dataset).recorded(),
         "config": spec.to_dict(),
@@ -254,6 +261,38 @@ def _loader_stats(dataset, spec: RunSpec) -> dict:
             "loader_stats_merge": dict(dataset.stats_merge)}
 
 
+def _source_stats(source, spec: RunSpec) -> dict:
+    """A source's own figures when it is `dl.ReportsStats` (remote sources: requests, bytes fetched vs
+    needed, retries, 429s, cache hits, peak cache bytes, network wait), counted over the window, with how
+    each combines over ranks."""
+    if not isinstance(source, ReportsStats):
+        return {}
+    return {"source_stats": source.stats(spec.num_workers, spec.batch_size),
+            "source_stats_merge": dict(source.stats_merge)}
+
+
+@contextmanager
+def _network_progress(source, progress: Progress, every_s: float = 0.5):
+    """While the body runs, report the megabytes a `ReportsStats` source has fetched as the "download MB"
+    phase (a bar that shows the run waiting on the network); nothing for other sources."""
+    if not isinstance(source, ReportsStats):
+        yield
+        return
+    stop = threading.Event()
+
+    def poll():
+        while not stop.wait(every_s):
+            progress("download MB", source.stats().get("bytes_fetched", 0) / 1e6, None)
+
+    thread = threading.Thread(target=poll, name="dl-network-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _dataset_summary(built: Assembly, delta: dict) -> dict:
     episodes = built.loader.episodes
     return {
@@ -292,6 +331,8 @@ def main(argv: list[str]) -> int:
     raise_on_sigterm()
     quiet_fd_sharing()
     spec_path, result_path = argv
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("dl").setLevel(logging.INFO)  # what plugins say they are about to do (downloads)
     with open(spec_path) as f:
         spec = RunSpec.from_dict(json.load(f))
     rank = 0

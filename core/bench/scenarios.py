@@ -33,6 +33,24 @@ SCENARIOS: dict[str, dict] = {
         "_about": "stream_local as two ranks on two SLURM nodes (srun, one task per node, gloo at the first "
                   "node's address): per-rank results, a merged line, ranks' episodes disjoint",
     },
+    "stream_bucket": {
+        "source": "bucket", "loader": "pool", "decoder": "cpu", "num_workers": 2,
+        "loader_options": {"episode_pool_size": 32},
+        "_about": "pool loader through the bucket source (prefetch on admit, 2 workers); a local --root (or "
+                  "none: the default dataset) is served from a loopback S3 server (moto)",
+    },
+    "stream_bucket_2node": {
+        "source": "bucket", "loader": "pool", "decoder": "cpu", "num_workers": 2, "world_size": 2,
+        "loader_options": {"episode_pool_size": 32},
+        "_about": "stream_bucket as two ranks (gloo); on a cluster scheduler, one rank per node against a real "
+                  "bucket",
+    },
+    "stream_hub": {
+        "source": "hub", "loader": "pool", "decoder": "cpu", "num_workers": 2,
+        "loader_options": {"episode_pool_size": 32},
+        "_about": "pool loader through the hub source (one pinned commit, prefetch on admit); a local --root (or "
+                  "none) is served from dl's loopback Hub API server",
+    },
 }
 
 

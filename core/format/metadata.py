@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 
 from ..errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
-from ..source import Source
+from ..source import FileSpan, Source
 from .checks import check_episode_meta
 
 SUPPORTED_VERSION = "v3.0"
@@ -172,6 +172,27 @@ class DatasetMeta:
 
     def _existing_files(self) -> set[str]:
         return set(self.files)
+
+    def file_spans(self, episode: EpisodeMeta) -> list[FileSpan]:
+        """What `episode` needs, for `Source.admit`: its data file and each camera's video file, whole, with
+        their listed sizes and the episode's share of each (its frames over the frames of every episode in
+        that data file; its span over the spans of every episode in that video file)."""
+        spans = [FileSpan(episode.data_path, size=self.files.get(episode.data_path),
+                          share=episode.length / self._file_totals[episode.data_path])]
+        for video in episode.videos.values():
+            total = self._file_totals[video.path]
+            share = (video.to_timestamp - video.from_timestamp) / total if total > 0 else 1.0
+            spans.append(FileSpan(video.path, size=self.files.get(video.path), share=share))
+        return spans
+
+    @cached_property
+    def _file_totals(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for ep in self.episodes.values():
+            totals[ep.data_path] = totals.get(ep.data_path, 0) + ep.length
+            for video in ep.videos.values():
+                totals[video.path] = totals.get(video.path, 0) + video.to_timestamp - video.from_timestamp
+        return totals
 
 
 def _top_folder(source: Source, info: dict, key: str) -> str:

@@ -5,8 +5,11 @@
 - `source_suite`, `loader_suite`, `decoder_suite`: conformance suites, pytest classes to subclass in
   a plugin's own tests (see docs/plugins.md, "Conformance suites"); they need pytest and hypothesis
   (`pip install dl[testing]`).
+- `s3_server`, `hub_server`, `fault_proxy`: real protocol peers on loopback for remote sources: moto's
+  S3 server, a server of the Hub API endpoints huggingface_hub reads a dataset repo with, and a TCP proxy
+  adding latency, a bandwidth cap, resets, 429s and 503s; `serve`: `python -m dl.testing.serve DATASET`.
 
-May import: `dl`'s top level, `dl.format`; the suites also pytest and hypothesis. Never: `dl.bench`,
+May import: `dl`'s top level, `dl.format`; the suites also pytest and hypothesis, `s3_server` moto. Never: `dl.bench`,
 `dl.plugins` (plugins are reached through the registry), `dl.cli`. Importing this package imports
 neither pytest nor torch.
 """

@@ -1,5 +1,7 @@
 """The `map` loader's dataset: random access to every frame of the selected episodes."""
 
+import logging
+
 import numpy as np
 import torch.utils.data
 
@@ -13,11 +15,12 @@ from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import tabular_keys
 from dl.resume import config_hash
-from dl.source import FileSpan
 from dl.world import resolve_ranks
 
 from .arrow_store import ArrowEpisodeStore
 from .sampler import EpochSampler
+
+log = logging.getLogger(__name__)
 
 
 class MapDataset(torch.utils.data.Dataset):
@@ -53,8 +56,10 @@ class MapDataset(torch.utils.data.Dataset):
         keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, keys, decoder, config)
         check_streams(meta, decoder, self.episodes[0])
+        announce_download(meta, self.episodes)
         for ep in self.episodes:  # every selected episode is needed from the start
-            meta.source.admit(ep.index, [FileSpan(f) for f in ep.files()])
+            meta.source.admit(ep.index, meta.file_spans(ep))
+        meta.source.settle()  # local copies before DataLoader workers fork (no-op for local sources)
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys)
         self.starts = np.cumsum([0] + [ep.length for ep in self.episodes])
         self.sampler = EpochSampler(len(self), self.rank, self.world_size, config.seed)
@@ -114,3 +119,14 @@ class MapDataset(torch.utils.data.Dataset):
     def resume_shape(self, batch_size: int, num_workers: int) -> dict:
         """World size and batch size (the ranks' shares depend on them; DataLoader workers do not)."""
         return {"world_size": self.world_size, "batch_size": batch_size}
+
+
+def announce_download(meta: DatasetMeta, episodes) -> None:
+    """Say (logger `dl.plugins.map`, INFO) how many bytes the selection needs before a remote source
+    fetches them; nothing for a local source."""
+    if meta.source.is_local:
+        return
+    files = sorted({f for ep in episodes for f in ep.files()})
+    total = sum(meta.files.get(f, 0) for f in files)
+    log.info("map loader: %d episode(s) need %d file(s), %.1f MB, from %s; fetching them now", len(episodes),
+             len(files), total / 1e6, meta.source.url)

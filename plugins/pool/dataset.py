@@ -20,7 +20,6 @@ from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables
 from dl.resume import config_hash, resume_point
 from dl.shared_counters import SharedCounters
 from dl.shuffle import ideal_distinct_fraction
-from dl.source import FileSpan
 from dl.world import World, current_world, resolve_ranks
 
 from .partition import partition_episodes
@@ -190,7 +189,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
 
     def _admit(self, e: int) -> None:
         ep = self.episodes[e]
-        self.meta.source.admit(ep.index, [FileSpan(f) for f in ep.files()])
+        self.meta.source.admit(ep.index, self.meta.file_spans(ep))
 
     def _read(self, e: int) -> EpisodeArrays:
         ep = self.episodes[e]

@@ -1,0 +1,234 @@
+"""A loopback HTTP server speaking the part of the Hugging Face Hub API that huggingface_hub 2.x uses to
+read a dataset repo, for tests and demos (no Hub server can run offline; this one serves local folders).
+
+Endpoints (all under `/api/datasets/{owner}/{name}` or `/datasets/{owner}/{name}`):
+`GET .../revision/{rev}` (the commit `sha`), `GET .../tree/{rev}[/{path}]?recursive=&expand=&cursor=`
+(entries with `type`, `oid`, `size`, `path`, paginated through a `Link: <...>; rel="next"` header),
+`POST .../paths-info/{rev}`, and `GET|HEAD /datasets/{repo}/resolve/{rev}/{path}` with `ETag`,
+`X-Repo-Commit`, `Content-Length`, `Accept-Ranges` and 206 range responses. Errors are 404s with
+`X-Error-Code` `RepoNotFound`, `RevisionNotFound` or `EntryNotFound`, as the Hub sends them.
+
+    with HubServer() as hub:
+        sha = hub.add_revision("lerobot/demo", dataset_dir)   # the folder as branch main
+        os.environ["HF_ENDPOINT"] = hub.endpoint               # before importing huggingface_hub
+"""
+
+import hashlib
+import json
+import re
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+ROUTE = re.compile(r"^/(?:api/)?datasets/([^/]+/[^/]+)/(revision|tree|paths-info|resolve)/([^/]+)(?:/(.*))?$")
+
+
+class HubServer:
+    """The server, on 127.0.0.1 and a free port, in a daemon thread (a context manager).
+
+    Args:
+        page_size: tree entries per page (the Hub uses 1000; small pages exercise pagination).
+
+    Attributes:
+        endpoint: `http://127.0.0.1:PORT`, for HF_ENDPOINT or `HfApi(endpoint=...)`.
+        requests: every request served, as `(method, path)`, in order (tests count them).
+        authorizations: every distinct `Authorization` header received (tests check a token is sent).
+    """
+
+    def __init__(self, page_size: int = 50):
+        self.page_size = page_size
+        self.repos: dict[str, dict[str, str]] = {}  # repo -> {branch or tag: sha}
+        self.commits: dict[str, dict[str, bytes]] = {}  # sha -> {path: content}
+        self.history: dict[str, set[str]] = {}  # repo -> every sha it had
+        self.requests: list[tuple[str, str]] = []
+        self.authorizations: set[str] = set()  # every Authorization header received
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="dl-hub-server", daemon=True)
+
+    def __enter__(self) -> "HubServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def add_revision(self, repo_id: str, folder: Path, branch: str = "main", tags: tuple[str, ...] = ()) -> str:
+        """Commit every file under `folder` as the new head of `branch` of dataset repo `repo_id` (created
+        if new), tag it, and return its sha (derived from the content, so the same files give the same sha)."""
+        files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*"))
+                 if p.is_file()}
+        digest = hashlib.sha1(repo_id.encode())
+        for path, data in files.items():
+            digest.update(path.encode() + b"\0" + _blob_oid(data).encode())
+        sha = digest.hexdigest()
+        with self._lock:
+            self.commits[sha] = files
+            refs = self.repos.setdefault(repo_id, {})
+            for ref in (branch, *tags):
+                refs[ref] = sha
+            self.history.setdefault(repo_id, set()).add(sha)
+        return sha
+
+    def delete_file(self, repo_id: str, branch: str, path: str) -> str:
+        """A new commit on `branch` without `path`; returns its sha."""
+        with self._lock:
+            files = dict(self.commits[self.repos[repo_id][branch]])
+            del files[path]
+            sha = hashlib.sha1(repr(sorted(files)).encode() + repo_id.encode()).hexdigest()
+            self.commits[sha] = files
+            self.repos[repo_id][branch] = sha
+            self.history[repo_id].add(sha)
+        return sha
+
+    def resolve(self, repo_id: str, revision: str) -> str | None:
+        """The sha a revision names in a repo, or None."""
+        refs = self.repos.get(repo_id, {})
+        if revision in refs:
+            return refs[revision]
+        return revision if revision in self.history.get(repo_id, ()) else None
+
+
+def _blob_oid(data: bytes) -> str:
+    """git's blob id of `data` (what the Hub reports as `oid`)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self):
+            super().setup()
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # else ~40 ms per request
+
+        def log_message(self, format, *args):  # quiet
+            pass
+
+        def do_GET(self):
+            self._route(head=False)
+
+        def do_HEAD(self):
+            self._route(head=True)
+
+        def do_POST(self):
+            self._route(head=False)
+
+        # ----------------------------------------------------------------------------------- routing
+        def _route(self, head: bool) -> None:
+            url = urlsplit(self.path)
+            with hub._lock:
+                hub.requests.append((self.command, url.path))
+                if self.headers.get("Authorization"):
+                    hub.authorizations.add(self.headers["Authorization"])
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if self.command == "POST" else b""
+            match = ROUTE.match(url.path)
+            if not match:
+                return self._error(404, "RepoNotFound", f"no route {url.path}")
+            repo_id, action, revision, rest = match.groups()
+            repo_id, revision, rest = unquote(repo_id), unquote(revision), unquote(rest or "")
+            if repo_id not in hub.repos:
+                return self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
+            sha = hub.resolve(repo_id, revision)
+            if sha is None:
+                return self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+            files = hub.commits[sha]
+            if action == "revision":
+                return self._json({"id": repo_id, "sha": sha, "private": False, "disabled": False, "gated": False,
+                                   "downloads": 0, "likes": 0, "tags": [], "author": repo_id.split("/")[0],
+                                   "siblings": [{"rfilename": p} for p in files]})
+            if action == "tree":
+                return self._tree(repo_id, revision, files, rest, parse_qs(url.query))
+            if action == "paths-info":
+                wanted = parse_qs(body.decode()).get("paths", [])
+                return self._json([e for p in wanted for e in _entries(files, p.strip("/"), exact=True)])
+            return self._resolve(sha, files, rest, head)
+
+        def _tree(self, repo_id, revision, files, folder, query) -> None:
+            folder = folder.strip("/")
+            recursive = query.get("recursive", ["false"])[0].lower() == "true"
+            if folder and not any(p.startswith(folder + "/") for p in files):
+                return self._error(404, "EntryNotFound", f"{folder} does not exist on {revision}")
+            entries = _entries(files, folder, recursive=recursive)
+            start = int(query.get("cursor", ["0"])[0])
+            page = entries[start:start + hub.page_size]
+            headers = {}
+            if start + hub.page_size < len(entries):
+                nxt = f"{hub.endpoint}/api/datasets/{repo_id}/tree/{quote(revision, safe='')}"
+                nxt += f"/{quote(folder)}" if folder else ""
+                nxt += f"?recursive={str(recursive).lower()}&expand=false&cursor={start + hub.page_size}"
+                headers["Link"] = f'<{nxt}>; rel="next"'
+            self._json(page, headers)
+
+        def _resolve(self, sha, files, path, head) -> None:
+            data = files.get(path)
+            if data is None:
+                return self._error(404, "EntryNotFound", f"{path} does not exist at {sha}")
+            start, end, status = 0, len(data), 200
+            ranged = re.match(r"bytes=(\d*)-(\d*)$", self.headers.get("Range", ""))
+            if ranged and (ranged.group(1) or ranged.group(2)):
+                if ranged.group(1):
+                    start = int(ranged.group(1))
+                    end = min(len(data), int(ranged.group(2)) + 1) if ranged.group(2) else len(data)
+                else:  # suffix range: the last N bytes
+                    start = max(0, len(data) - int(ranged.group(2)))
+                if start >= len(data) and len(data):
+                    return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
+                status = 206
+            headers = {"ETag": f'"{_blob_oid(data)}"', "X-Repo-Commit": sha, "Accept-Ranges": "bytes",
+                       "Content-Type": "application/octet-stream"}
+            if status == 206:
+                headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
+            self._send(status, data[start:end], headers, head=head)
+
+        # ----------------------------------------------------------------------------------- replies
+        def _json(self, obj, headers=None) -> None:
+            self._send(200, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})})
+
+        def _error(self, status: int, code: str, message: str) -> None:
+            self._send(status, json.dumps({"error": message}).encode(),
+                       {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message})
+
+        def _send(self, status: int, body: bytes, headers: dict, head: bool = False) -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+
+    return Handler
+
+
+def _entries(files: dict[str, bytes], folder: str, recursive: bool = False, exact: bool = False) -> list[dict]:
+    """Tree entries under `folder` (its children, or everything below it when recursive; with `exact`, the
+    entry of `folder` itself), folders before files as the Hub lists them."""
+    if exact:
+        if folder in files:
+            return [{"type": "file", "oid": _blob_oid(files[folder]), "size": len(files[folder]), "path": folder}]
+        if any(p.startswith(folder + "/") for p in files):
+            return [{"type": "directory", "oid": hashlib.sha1(folder.encode()).hexdigest(), "size": 0, "path": folder}]
+        return []
+    prefix = folder + "/" if folder else ""
+    dirs, out = set(), []
+    for path, data in sorted(files.items()):
+        if not path.startswith(prefix):
+            continue
+        parts = path[len(prefix):].split("/")
+        for depth in range(1, len(parts) if recursive else min(2, len(parts))):
+            dirs.add(prefix + "/".join(parts[:depth]))
+        if recursive or len(parts) == 1:
+            out.append({"type": "file", "oid": _blob_oid(data), "size": len(data), "path": path})
+    folders = [{"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
+               for d in sorted(dirs)]
+    return folders + out

@@ -1,0 +1,91 @@
+"""Source `bucket`: a LeRobot v3.0 dataset under any fsspec URL (`s3://`, `gs://`, `hf://buckets/...`,
+`file://`, `memory://`...), optionally with its metadata elsewhere (a Hub repo, as LeRobot's streaming
+benchmark keeps `meta/` on the Hub and data and videos in a bucket: `--data-files-root`).
+
+Storage options (endpoint URL, credentials profile, anonymous access) go to the filesystem of the bulk
+files as given (`--storage-option KEY=VALUE`, `source_options={"storage_options": {...}}`). On S3 the
+library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `max_attempts=1`
+unless given), so every retry happens, and is counted, in `dl.remote_source.RemoteSource`.
+"""
+
+import fsspec
+
+from dl.errors import DlError
+from dl.hookspecs import hookimpl
+from dl.remote_source import RemoteSource
+
+from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
+from .options import DEFAULT_CACHE_BYTES, remote_kwargs
+
+S3_SETTINGS = {"S3FileSystem": {"retries": 1}}
+"""Attributes set on each process's s3fs instance: one attempt per call (s3fs takes no such option)."""
+
+
+def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.AbstractFileSystem, str]:
+    """(filesystem, path without protocol) for `url`, with dl's retry defaults on S3.
+
+    Raises:
+        DlError: an unknown protocol, or options the filesystem refuses.
+    """
+    options = dict(storage_options or {})
+    protocol = fsspec.core.split_protocol(url)[0] or "file"
+    if protocol in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+        options["config_kwargs"] = config
+    try:
+        return fsspec.core.url_to_fs(url, **options)
+    except (ImportError, ValueError, TypeError) as exc:
+        raise DlError(f"cannot open {url} with storage options {sorted(options)}: {exc}") from None
+
+
+def bucket_source(root: str, data_files_root: str | None = None, revision: str | None = None,
+                  storage_options: dict | None = None, prefetch: bool = True, cache_bytes: float = DEFAULT_CACHE_BYTES,
+                  prefetch_threads: int = 4, block_size: int = 1 << 20, retry_attempts: int = 6,
+                  retry_deadline_s: float = 120.0) -> RemoteSource:
+    """A dataset under an fsspec URL (S3, GCS, Hugging Face buckets, ...), metadata from there or the Hub.
+
+    Args:
+        root: the dataset root URL holding `meta/` (and data and videos unless `data_files_root` is given),
+            e.g. `s3://bucket/dataset`, or `hf://datasets/owner/name` for metadata on the Hub.
+        data_files_root: where `data/` and `videos/` live when not under `root`, e.g. `s3://bucket/dataset`.
+        revision: the Hub revision when `root` is an `hf://datasets/` repo (resolved to its sha once per run).
+        storage_options: the bulk files' filesystem options, e.g. `endpoint_url`, `profile`, `anon`, `key`.
+        prefetch: download each admitted episode's files in the background into the local cache.
+        cache_bytes: the local cache's byte limit for the whole DataLoader (each worker gets its share).
+        prefetch_threads: download threads per reading process.
+        block_size: bytes per request when a file is streamed instead of cached.
+        retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
+        retry_deadline_s: stop retrying a request after this many seconds.
+
+    Raises:
+        DlError: an unusable URL or option; an unknown Hub repo or revision.
+    """
+    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s)
+    pinned = {}
+    if root.startswith("hf://") and not root.startswith("hf://buckets/"):
+        repo_id, rev, sub = parse_repo(root, revision)
+        meta_fs = hub_filesystem(None)
+        sha = resolve_revision(repo_id, rev, meta_fs.endpoint, kwargs["retry"])
+        trust_commit(meta_fs, repo_id, sha)
+        meta_root = f"datasets/{repo_id}@{sha}" + (f"/{sub}" if sub else "")
+        pinned["revision"] = sha
+    elif revision is not None:
+        raise DlError(f"source option revision applies to a Hub root (hf://datasets/...), not {root}.")
+    else:
+        meta_fs, meta_root = bucket_filesystem(root, storage_options)
+    if data_files_root is None:
+        if pinned:
+            raise DlError(f"--root {root} is a Hub repo: give --data-files-root for the data and videos (or use "
+                          "--source hub to read everything from the Hub).")
+        return RemoteSource(meta_fs, meta_root, "bucket", fs_settings=S3_SETTINGS, **kwargs)
+    fs, path = bucket_filesystem(data_files_root, storage_options)
+    url = f"{fs.unstrip_protocol(path)} (metadata: {meta_fs.unstrip_protocol(meta_root)})"
+    return RemoteSource(fs, path, "bucket", url=url, meta_fs=meta_fs, meta_root=meta_root, pinned=pinned,
+                        fs_settings=S3_SETTINGS, **kwargs)
+
+
+@hookimpl
+def register_sources(register):
+    register("bucket", bucket_source, "a dataset under an fsspec URL (s3://, gs://, hf://buckets/...); retries, "
+             "prefetch cache")

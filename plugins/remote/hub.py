@@ -1,0 +1,180 @@
+"""Source `hub`: a LeRobot v3.0 dataset repo on the Hugging Face Hub, read through huggingface_hub at one
+commit.
+
+The revision (a branch, tag or sha; default `main`) is resolved to its commit sha once, by the process
+that opens the source (`dl run`'s host), and every read names that sha (`resolve/<sha>/...`), so a push
+during training cannot mix two versions; `pinned_options()` hands the sha to runs, ranks and workers,
+which then ask the Hub nothing about the revision. `HF_ENDPOINT`, `HF_TOKEN` (or the token saved by
+`hf auth login`) and `HF_HUB_OFFLINE` are huggingface_hub's own settings; offline, the source serves the
+revision's snapshot from the local Hugging Face cache or says how to fill it. The token never appears in
+a URL, an option, a message or a result.
+"""
+
+import os
+import re
+
+import fsspec
+
+from dl.errors import DlError
+from dl.hookspecs import hookimpl
+from dl.remote_source import RemoteSource
+from dl.retry import RetryPolicy
+from dl.source import Source
+
+from .options import DEFAULT_CACHE_BYTES, remote_kwargs
+
+SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+class HubSource(RemoteSource):
+    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are single GETs of the repo's `resolve`
+    URL at the pinned commit, through huggingface_hub's HTTP session and headers (its own retry loop would
+    hide retries from our counters and policy)."""
+
+    def __init__(self, fs, root: str, repo_id: str, sha: str, **kwargs):
+        self.repo_id, self.sha = repo_id, sha
+        super().__init__(fs, root, "hub", url=f"hf://{root}", pinned={"revision": sha}, **kwargs)
+
+    def request_range(self, fs, path: str, start: int | None, end: int | None) -> bytes:
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        prefix = f"datasets/{self.repo_id}@{self.sha}/"
+        url = hf_hub_url(self.repo_id, path[len(prefix):], repo_type="dataset", revision=self.sha,
+                         endpoint=fs.endpoint)
+        headers = build_hf_headers(token=fs.token)
+        if start is not None or end is not None:
+            headers["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
+        response = get_session().get(url, headers=headers, timeout=60)
+        hf_raise_for_status(response)
+        data = response.content
+        if response.status_code == 200 and (start or end is not None):  # the server ignored the range
+            data = data[start or 0:end]
+        return data
+
+
+def parse_repo(root: str, revision: str | None) -> tuple[str, str, str]:
+    """`(repo_id, revision, path in repo)` from `owner/name[@rev][/path]`, with an optional `hf://` and
+    `datasets/` in front.
+
+    Raises:
+        DlError: not a repo id, or a revision in `root` that contradicts `revision`.
+    """
+    text = root.removeprefix("hf://").removeprefix("datasets/").strip("/")
+    parts = text.split("/")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise DlError(f"--root {root}: give a Hub dataset repo as owner/name (or hf://datasets/owner/name).")
+    name, _, in_root = parts[1].partition("@")
+    if in_root and revision and in_root != revision:
+        raise DlError(f"--root {root} names revision {in_root!r} but the revision option says {revision!r}; give one.")
+    return f"{parts[0]}/{name}", in_root or revision or "main", "/".join(parts[2:])
+
+
+def resolve_revision(repo_id: str, revision: str, endpoint: str | None, retry: RetryPolicy) -> str:
+    """The commit sha of `revision` of dataset repo `repo_id` (a sha is returned as is, without a request).
+
+    Raises:
+        DlError: the repo or revision does not exist (or is private: no token). RemoteReadError: the Hub
+            kept failing.
+    """
+    if SHA.match(revision):
+        return revision
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    api = HfApi(endpoint=endpoint)
+    where = f"{repo_id} on {api.endpoint}"
+    try:
+        info = retry.call(lambda: api.dataset_info(repo_id, revision=revision), f"hf://datasets/{repo_id}@{revision}")
+    except (DlError, FileNotFoundError) as exc:  # the policy turns a 404 into SourceFileNotFoundError
+        if isinstance(exc.__cause__, RevisionNotFoundError):
+            raise DlError(f"dataset {where} has no revision {revision!r}: give an existing branch, tag or commit "
+                          "with --revision.") from None
+        if isinstance(exc.__cause__, RepositoryNotFoundError):
+            raise DlError(f"no dataset repo {where}, or it is private or gated: check the repo id, and log in "
+                          "(`hf auth login` or HF_TOKEN) if it needs a token.") from None
+        raise
+    return info.sha
+
+
+def trust_commit(fs: fsspec.AbstractFileSystem, repo_id: str, sha: str) -> None:
+    """Tell `fs` that dataset `repo_id` has commit `sha` (resolved by us), so it does not check again with
+    one request per process (HfFileSystem keeps that check in a private cache; nothing happens where a
+    version has none)."""
+    checked = getattr(fs, "_repo_and_revision_exists_cache", None)
+    if isinstance(checked, dict):
+        checked[("dataset", repo_id, sha)] = (True, None)
+
+
+def hub_filesystem(storage_options: dict | None) -> fsspec.AbstractFileSystem:
+    """An `HfFileSystem` (listings in one paginated request per folder: `max_workers=1`).
+
+    Raises:
+        DlError: a token in the storage options (it would be written into run specs and results).
+    """
+    from huggingface_hub import HfFileSystem
+
+    options = dict(storage_options or {})
+    if "token" in options:
+        raise DlError("do not pass the Hub token as an option (it would be saved with the run's configuration); "
+                      "set HF_TOKEN or run `hf auth login`.")
+    options.setdefault("max_workers", 1)
+    if os.environ.get("HF_ENDPOINT"):  # read now, not only when huggingface_hub was imported
+        options.setdefault("endpoint", os.environ["HF_ENDPOINT"].rstrip("/"))
+    return HfFileSystem(**options)
+
+
+def offline_snapshot(repo_id: str, revision: str, sub: str) -> Source:
+    """The revision's snapshot in the local Hugging Face cache, as a local source (HF_HUB_OFFLINE).
+
+    Raises:
+        DlError: the snapshot is not in the cache.
+    """
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        folder = snapshot_download(repo_id, repo_type="dataset", revision=revision, local_files_only=True)
+    except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
+        raise DlError(f"HF_HUB_OFFLINE is set and dataset {repo_id}@{revision} is not in the local Hugging Face "
+                      f"cache ({constants.HF_HUB_CACHE}): download it first (`hf download --repo-type dataset "
+                      f"{repo_id} --revision {revision}`) or unset HF_HUB_OFFLINE.") from None
+    root = f"{folder}/{sub}" if sub else folder
+    return Source(fsspec.filesystem("file"), root, "hub")
+
+
+def hub_source(root: str, revision: str | None = None, storage_options: dict | None = None, prefetch: bool = True,
+               cache_bytes: float = DEFAULT_CACHE_BYTES, prefetch_threads: int = 4, block_size: int = 1 << 20,
+               retry_attempts: int = 6, retry_deadline_s: float = 120.0) -> Source:
+    """A dataset repo on the Hugging Face Hub, pinned to one commit.
+
+    Args:
+        root: the repo id, `owner/name` (also `hf://datasets/owner/name[@revision][/folder]`).
+        revision: branch, tag or commit sha (default: `main`); resolved to the sha once per run.
+        storage_options: HfFileSystem options (e.g. `endpoint`; HF_ENDPOINT sets it too). Never a token.
+        prefetch: download each admitted episode's files in the background into the local cache.
+        cache_bytes: the local cache's byte limit for the whole DataLoader (each worker gets its share).
+        prefetch_threads: download threads per reading process.
+        block_size: bytes per request when a file is streamed instead of cached.
+        retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
+        retry_deadline_s: stop retrying a request after this many seconds.
+
+    Raises:
+        DlError: a bad repo id, an unknown repo or revision, offline without a cached snapshot.
+    """
+    from huggingface_hub import constants
+
+    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s)
+    repo_id, rev, sub = parse_repo(root, revision)
+    if constants.is_offline_mode():
+        return offline_snapshot(repo_id, rev, sub)
+    fs = hub_filesystem(storage_options)
+    sha = resolve_revision(repo_id, rev, fs.endpoint, kwargs["retry"])
+    trust_commit(fs, repo_id, sha)
+    path = f"datasets/{repo_id}@{sha}" + (f"/{sub}" if sub else "")
+    return HubSource(fs, path, repo_id, sha, **kwargs)
+
+
+@hookimpl
+def register_sources(register):
+    register("hub", hub_source, "a dataset repo on the Hugging Face Hub at one commit; retries, prefetch cache")

@@ -1,0 +1,26 @@
+"""The options both remote sources take, turned into `dl.remote_source.RemoteSource` keyword arguments."""
+
+from dl.errors import DlError
+from dl.retry import RetryPolicy
+
+DEFAULT_CACHE_BYTES = 8_000_000_000
+
+
+def remote_kwargs(prefetch: bool, cache_bytes: float, prefetch_threads: int, block_size: int, retry_attempts: int,
+                  retry_deadline_s: float) -> dict:
+    """Check the shared options and build RemoteSource's keyword arguments.
+
+    Raises:
+        DlError: an option out of range, naming it.
+    """
+    checks = {"cache_bytes": cache_bytes >= 1, "prefetch_threads": prefetch_threads >= 1, "block_size": block_size >= 1,
+              "retry_attempts": retry_attempts >= 1, "retry_deadline_s": retry_deadline_s > 0}
+    bad = [name for name, ok in checks.items() if not ok]
+    if bad:
+        raise DlError(f"source option(s) {', '.join(bad)} must be positive (retry_attempts and the thread count "
+                      ">= 1).")
+    if not isinstance(prefetch, bool):
+        raise DlError(f"source option prefetch must be true or false, got {prefetch!r}.")
+    return {"prefetch": prefetch, "cache_bytes": int(cache_bytes), "prefetch_threads": int(prefetch_threads),
+            "block_size": int(block_size),
+            "retry": RetryPolicy(attempts=int(retry_attempts), deadline_s=float(retry_deadline_s))}

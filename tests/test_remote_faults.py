@@ -1,0 +1,108 @@
+"""Loaders over the remote sources through a fault-injecting proxy on loopback (connections reset in the
+middle of response bodies, 429 with Retry-After, 503): every frame arrives exactly once and the retries are
+counted; a file that is really gone fails with an error naming it; a permanent error is not retried."""
+
+import logging
+import os
+
+import numpy as np
+import pytest
+from remote_helpers import hub, loopback_hub_source, publish, s3, s3_source, upload  # noqa: F401 (fixtures)
+
+import dl
+from dl.assembly import build_loader
+from dl.errors import SourceFileNotFoundError
+from dl.format.metadata import DatasetMeta
+from dl.plugins.remote.bucket import bucket_source
+from dl.testing.fault_proxy import FaultProxy, Faults
+
+FAULTS = Faults(throttle_every=5, unavailable_every=7, reset_every=3, reset_after_bytes=700)
+
+
+def frames_seen(source, loader: str, num_workers: int) -> np.ndarray:
+    meta = DatasetMeta.load(source)
+    dataset = build_loader(meta, loader, "cpu", config=dl.LoaderConfig(image_dtype="uint8")).loader
+    batches = list(dl.make_dataloader(dataset, batch_size=8, num_workers=num_workers))
+    return np.sort(np.concatenate([b["index"].numpy() for b in batches])), meta.total_frames
+
+
+@pytest.mark.parametrize(("loader", "prefetch", "num_workers"), [("pool", True, 2), ("pool", False, 0),
+                                                                  ("map", True, 0)])
+def test_bucket_every_frame_exactly_once_under_faults(s3, small_dataset, loader, prefetch, num_workers):  # noqa: F811
+    url = upload(s3, small_dataset)
+    with FaultProxy(s3.endpoint_url, faults=FAULTS) as proxy:
+        source = s3_source(s3, url, proxy.endpoint_url, prefetch=prefetch, block_size=64 << 10)
+        seen, total = frames_seen(source, loader, num_workers)
+        stats = source.stats()
+    assert seen.tolist() == list(range(total))
+    assert proxy.injected["429"] and proxy.injected["503"] and proxy.injected["reset"]
+    assert stats["retries"] > 0 and stats["throttled_429"] > 0 and stats["failures"] == 0
+
+
+def test_worker_caches_are_removed_when_workers_exit(s3, small_dataset, tmp_path):  # noqa: F811
+    source = s3_source(s3, upload(s3, small_dataset))
+    seen, total = frames_seen(source, "pool", 2)
+    assert seen.tolist() == list(range(total)) and source.stats()["files_prefetched"] > 0
+    runs = sorted((tmp_path / "dl-cache" / "remote").glob("run-*"))
+    assert all(run.name.startswith(f"run-{os.getpid()}-") for run in runs)  # at most this process's own
+
+
+def test_map_says_how_much_it_downloads(s3, small_dataset, caplog):  # noqa: F811
+    source = s3_source(s3, upload(s3, small_dataset))
+    meta = DatasetMeta.load(source)
+    with caplog.at_level(logging.INFO, logger="dl"):
+        build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[0, 1], image_dtype="uint8"))
+    files = sorted({f for i in (0, 1) for f in meta.episodes[i].files()})
+    megabytes = sum(meta.files[f] for f in files) / 1e6
+    assert f"2 episode(s) need {len(files)} file(s), {megabytes:.1f} MB, from {source.url}" in caplog.text
+
+
+def test_metadata_from_the_hub_and_data_from_a_bucket(s3, hub, small_dataset, monkeypatch):  # noqa: F811
+    repo, url = publish(hub, small_dataset), upload(s3, small_dataset)
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    start = len(hub.requests)
+    source = bucket_source(f"hf://datasets/{repo}", data_files_root=url, storage_options=s3.storage_options())
+    assert source.pinned_options() == {"revision": hub.repos[repo]["main"]}
+    seen, total = frames_seen(source, "pool", 0)
+    assert seen.tolist() == list(range(total))
+    served = [path for _, path in hub.requests[start:]]
+    assert any("/meta/" in p for p in served) and not any("/data/" in p or "/videos/" in p for p in served)
+
+
+def test_hub_every_frame_exactly_once_under_faults(hub, small_dataset):  # noqa: F811
+    repo = publish(hub, small_dataset)
+    with FaultProxy(hub.endpoint, faults=FAULTS) as proxy:
+        source = loopback_hub_source(hub, repo, proxy.endpoint_url)
+        seen, total = frames_seen(source, "pool", 2)
+        stats = source.stats()
+    assert seen.tolist() == list(range(total))
+    assert stats["retries"] > 0 and stats["failures"] == 0
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_a_file_really_gone_fails_naming_it(s3, small_dataset, prefetch):  # noqa: F811
+    url = upload(s3, small_dataset)
+    source = s3_source(s3, url, prefetch=prefetch)
+    meta = DatasetMeta.load(source)  # lists the video
+    gone = meta.episodes[3].videos[meta.video_keys[0]].path
+    s3.filesystem().rm(f"{url.removeprefix('s3://')}/{gone}")
+    with pytest.raises(dl.DlError, match=gone.replace(".", r"\.")):  # when the loader opens it, or reads it
+        config = dl.LoaderConfig(episodes=[3], image_dtype="uint8")
+        dataset = build_loader(meta, "pool", "cpu", config=config).loader
+        list(dl.make_dataloader(dataset, batch_size=4, num_workers=0))
+
+
+def test_missing_file_is_not_retried(s3, small_dataset):  # noqa: F811
+    source = s3_source(s3, upload(s3, small_dataset))
+    with pytest.raises(SourceFileNotFoundError, match="meta/nope.json"):
+        source.read_bytes("meta/nope.json")
+    assert source.stats()["requests"] == 1 and source.stats()["retries"] == 0
+
+
+def test_gives_up_with_the_url_when_the_server_keeps_failing(s3, small_dataset):  # noqa: F811
+    url = upload(s3, small_dataset)
+    with FaultProxy(s3.endpoint_url, faults=Faults(unavailable_every=1)) as proxy:
+        source = s3_source(s3, url, proxy.endpoint_url, retry_attempts=3)
+        with pytest.raises(dl.DlError, match=r"meta/info\.json failed after 3 attempt\(s\).*HTTP 503"):
+            source.read_bytes("meta/info.json")
+    assert source.stats()["requests"] == 3 and source.stats()["failures"] == 1
