@@ -105,7 +105,7 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
     if bad:
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
     from dl.bench.loopback import needs_loopback, serve_on_loopback
-    from dl.bench.session import check_dataset, check_plugins, finish, submit_specs, write_snapshot
+    from dl.bench.session import check_dataset, check_plugins, finish, resolve_decoder, submit_specs, write_snapshot
     from dl.plugins_manager import get_plugins
 
     from .render import render_results
@@ -137,6 +137,7 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
                                          param_hint="--scenario")
             base = servers.enter_context(serve_on_loopback(base, lambda line: console.print(line, highlight=False)))
             meta = check_dataset(base)
+            base = resolve_decoder(base, meta)
             base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
             specs += [dataclasses.replace(base, mode=m, num_workers=w, name="")
                       for m, w in itertools.product(mode_list, worker_list)]

@@ -21,7 +21,11 @@ class RunSpec:
     `dl.bench.resources.run_resources`).
     How to iterate: `batch_size`, `num_workers`, `prefetch_factor`, `seed`.
     How to measure: `warmup_batches` (skipped), `duration` (steady-state window, s),
-    `single_proc_samples` (samples timed in-process for the fetch/decode split), `out_dir`, `name`.
+    `single_proc_samples` (samples timed in-process for the fetch/decode split), `ceiling_s` (seconds spent
+    measuring the machine's decode ceiling for the dataset, half random single frames and half sequential runs,
+    at most half the window; 0 skips it: `dl.bench.ceiling`), `out_dir`, `name`.
+    `decoder_calibration`: how the host picked the decoder when asked for `--decoder auto`
+    (`dl.bench.calibrate`), None otherwise.
     """
 
     source: str = "local"
@@ -41,6 +45,7 @@ class RunSpec:
     warmup_batches: int = 3
     duration: float = 20.0
     single_proc_samples: int = 64
+    ceiling_s: float = 2.0
     seed: int = 0
     scenario: str | None = None
     metadata_snapshot: str | None = None
@@ -48,6 +53,7 @@ class RunSpec:
     loader_options: dict = field(default_factory=dict)
     decoder_options: dict = field(default_factory=dict)
     resources: dict = field(default_factory=dict)
+    decoder_calibration: dict | None = None
     out_dir: str = "dl-results"
     name: str = ""
 
