@@ -71,8 +71,8 @@ class NvdecDecoder(Decoder):
             raise DlError(f"decoder nvdec: device must be a CUDA device such as 'cuda' or 'cuda:0', got {device!r}.")
         problems = cuda_problems()
         if problems:
-            raise DlError(f"decoder nvdec cannot run here: {'; '.join(problems)}. Use --decoder cpu (torchcodec on "
-                          "the CPU) on this machine.")
+            raise DlError(f"decoder nvdec needs an NVIDIA GPU that torch and torchcodec can use: "
+                          f"{'; '.join(problems)}. Use --decoder cpu (torchcodec on the CPU) on this machine.")
         self.device, self.seek_mode = str(device), seek_mode
         self.cache = DecoderCache(cache_size, cache_bytes, _bytes_of)
 
