@@ -8,6 +8,7 @@ import click
 
 from dl import __version__
 
+from .diagnose import diagnose
 from .info import info
 from .plugins import plugins
 from .report import report
@@ -39,7 +40,8 @@ def cli():
     `dl run` benchmarks a loader on a dataset (with no --root: on an embedded synthetic dataset dl
     generates once); `dl status` / `dl cancel` follow or stop runs a cluster scheduler queued; `dl report`
     compares results of any runs. `dl plugins` lists the sources, loaders, decoders and schedulers installed.
-    `dl info` summarizes a dataset, `dl validate` checks every file of it.
+    `dl info` summarizes a dataset, `dl validate` checks every file of it, `dl diagnose` walks the decode path
+    of one frame per camera and says what breaks it.
     """
 
 
@@ -47,6 +49,7 @@ cli.add_command(run)
 cli.add_command(plugins)
 cli.add_command(info)
 cli.add_command(validate)
+cli.add_command(diagnose)
 cli.add_command(synthetic_dataset)
 cli.add_command(status)
 cli.add_command(cancel)

@@ -78,15 +78,15 @@ class PluginOption(click.Option):
     """`--source` / `--loader` / `--decoder` / `--scheduler`: a plugin name whose help lists the registered
     names of its kind, loaded only when help is shown (so `dl --help` stays fast)."""
 
-    def __init__(self, *args, kind: str, default_name: str, **kwargs):
-        self.kind, self.default_name = kind, default_name
+    def __init__(self, *args, kind: str, default_name: str, also: str = "", **kwargs):
+        self.kind, self.default_name, self.also = kind, default_name, also
         super().__init__(*args, **kwargs)
 
     def get_help_record(self, ctx):
         from dl.plugins_manager import get_plugins
 
         names = get_plugins().registry.names(self.kind)
-        self.help = (f"{self.kind.capitalize()} plugin: {', '.join(names) or 'none installed'} "
+        self.help = (f"{self.kind.capitalize()} plugin: {', '.join(names) or 'none installed'}{self.also} "
                      f"[{self.default_name}]; `dl plugins` shows their options.")
         return super().get_help_record(ctx)
 

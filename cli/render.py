@@ -7,6 +7,8 @@ from rich.table import Table
 ROWS = (
     ("samples_per_s", "samples/s"),
     ("decoded_frames_per_s", "video frames/s"),
+    ("decoded_frames_pct_of_random_ceiling", "% of random-decode ceiling"),
+    ("decoded_frames_pct_of_sequential_ceiling", "% of sequential-decode ceiling"),
     ("single_proc_samples_per_s", "samples/s in one process"),
     ("fetch_pct", "% rows+conversion, 1 process"),
     ("decode_pct", "% video decode, 1 process"),
@@ -27,6 +29,10 @@ ROWS = (
 
 def _cell(result: dict, key: str) -> str:
     value = result.get(key)
+    ceiling = result.get("decode_ceiling") or {}
+    if key.startswith("decoded_frames_pct_of_") and value is not None:
+        kind = key.removeprefix("decoded_frames_pct_of_").removesuffix("_ceiling")
+        return f"{value}% of {ceiling.get(f'{kind}_frames_per_s')}"
     if key == "video_decoder_cache" and isinstance(value, dict):
         return f"{value['hits']}/{value['misses']}"
     if key == "shuffle_randomness_frac" and value is not None and result.get("shuffle_randomness_ideal"):
@@ -43,6 +49,15 @@ def describe_run(result: dict) -> str:
     if ranks > 1:
         parts.append(f"{ranks} ranks" if "rank" not in result else f"rank {result['rank']} of {ranks}")
     return ", ".join(parts)
+
+
+def describe_calibration(result: dict) -> str:
+    """How `--decoder auto` chose: each decoder's measured frames/s (or why it cannot run here)."""
+    calibration = result["decoder_calibration"]
+    by = calibration["by"].removesuffix("_frames_per_s")
+    parts = [f"{name} {r[calibration['by']]}" if "unavailable" not in r else f"{name} unavailable ({r['unavailable']})"
+             for name, r in calibration["decoders"].items()]
+    return f"[bold]--decoder auto[/] chose {calibration['chosen']} by {by} frames/s per process: {'; '.join(parts)}"
 
 
 def describe_dataset(result: dict, default_dataset: bool) -> str:
@@ -71,6 +86,8 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
         for label, result in zip(labels, ok, strict=True):
             head = f"[bold]{result['name']}[/]" if len(ok) == 1 else f"[bold]{label}[/] {result['name']}"
             console.print(f"{head}: {describe_run(result)}", highlight=False, soft_wrap=True)
+        for line in dict.fromkeys(describe_calibration(r) for r in ok if r.get("decoder_calibration")):
+            console.print(line, highlight=False, soft_wrap=True)
         table = Table(title="dl run results", header_style="bold", caption="fields: docs/benchmark.md")
         table.add_column("metric", no_wrap=True)
         for label in labels:

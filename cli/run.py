@@ -30,13 +30,16 @@ _DEFAULTS = RunSpec()
                "  dl run                                   # embedded default dataset, map loader, 2 workers\n"
                "  dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2\n"
                "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60\n"
+               "  dl run --loader pool --decode-budget 0,128M,512M --root DATASET   # sequential decode trade-off\n"
+               "  dl run --decoder auto --root DATASET        # time the decoders here, use the fastest\n"
                "  dl run --source bucket --root s3://BUCKET/DATASET --storage-option endpoint_url=URL\n"
                "  dl run --source hub --repo-id OWNER/NAME --revision main --loader pool")
 @click.option("--scenario", multiple=True, metavar="NAME", help="Preset of several options (below); comma-separate "
               "or repeat to run several, one after another (a serial chain on a cluster).")
 @click.option("--source", cls=PluginOption, kind="source", default_name=_DEFAULTS.source)
 @click.option("--loader", cls=PluginOption, kind="loader", default_name=_DEFAULTS.loader)
-@click.option("--decoder", cls=PluginOption, kind="decoder", default_name=_DEFAULTS.decoder)
+@click.option("--decoder", cls=PluginOption, kind="decoder", default_name=_DEFAULTS.decoder,
+              also=", or auto (time each decoder that can run here on the dataset, use the fastest)")
 @click.option("--scheduler", cls=PluginOption, kind="scheduler", default_name=_DEFAULTS.scheduler)
 @click.option("--root", help="Dataset root for the source. Default: dl's embedded synthetic dataset "
               "(generated once into the cache folder).")
@@ -61,6 +64,12 @@ _DEFAULTS = RunSpec()
 @click.option("--single-proc-samples", type=click.IntRange(1), help="Samples timed in-process for the "
               f"fetch/decode split [{_DEFAULTS.single_proc_samples}].")
 @click.option("--seed", type=int, help=f"Shuffle seed [{_DEFAULTS.seed}].")
+@click.option("--decode-budget", "budgets", multiple=True, metavar="BYTES",
+              help="Decoded frames each consumer of the pool loader may hold, e.g. 256M, 1G, 0 (decode per sample): "
+                   "its decode_budget option. Comma-separate or repeat to run several [the loader's default, 256M].")
+@click.option("--ceiling-s", type=click.FloatRange(0), help="Seconds each run spends measuring the machine's decode "
+              "ceiling for the dataset (random single frames and sequential runs), at most half the window; 0 skips "
+              f"it [{_DEFAULTS.ceiling_s}].")
 @click.option("--repo-id", help="A Hub dataset repo, owner/name: the root of --source hub (same as --root "
               "hf://datasets/owner/name), or where --source bucket reads meta/ while --data-files-root holds the rest.")
 @click.option("--revision", help="Hub branch, tag or commit of --repo-id [main]; resolved to its commit once, "
@@ -85,8 +94,8 @@ _DEFAULTS = RunSpec()
               "show their results, instead of returning once they are queued [no-wait; follow with dl status].")
 @click.option("--out-dir", help=f"Folder for the results: one JSON per run and results.csv, which covers every "
               f"result in the folder [{_DEFAULTS.out_dir}].")
-def run(scenario, modes, deltas, workers, episodes, source_option, loader_option, decoder_option, scheduler_option,
-        resource, wait, repo_id, revision, data_files_root, storage_option, **given):
+def run(scenario, modes, deltas, workers, budgets, episodes, source_option, loader_option, decoder_option,
+        scheduler_option, resource, wait, repo_id, revision, data_files_root, storage_option, **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
@@ -101,11 +110,12 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
         raise click.BadParameter(f"{', '.join(unknown)}: choose from {', '.join(sorted(SCENARIOS))}",
                                  param_hint="--scenario")
     mode_list = split_csv(modes) or [_DEFAULTS.mode]
+    budget_list = _budgets(budgets)
     bad = [m for m in mode_list if m not in MODES]
     if bad:
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
     from dl.bench.loopback import needs_loopback, serve_on_loopback
-    from dl.bench.session import check_dataset, check_plugins, finish, submit_specs, write_snapshot
+    from dl.bench.session import check_dataset, check_plugins, finish, resolve_decoder, submit_specs, write_snapshot
     from dl.plugins_manager import get_plugins
 
     from .render import render_results
@@ -121,7 +131,7 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
         raise click.BadParameter(f"these scenarios run on different schedulers ({', '.join(sorted(schedulers))}); "
                                  "choose one with --scheduler", param_hint="--scenario")
     for base in bases:
-        check_plugins(base)
+        check_plugins(_with_budget(base, budget_list[0]))
     scheduler = get_plugins().registry.create("scheduler", bases[0].scheduler,
                                               **parse_key_values(scheduler_option, "--scheduler-option"))
     out_dir = writable_folder(bases[0].out_dir)
@@ -137,9 +147,10 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
                                          param_hint="--scenario")
             base = servers.enter_context(serve_on_loopback(base, lambda line: console.print(line, highlight=False)))
             meta = check_dataset(base)
+            base = resolve_decoder(base, meta)
             base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
-            specs += [dataclasses.replace(base, mode=m, num_workers=w, name="")
-                      for m, w in itertools.product(mode_list, worker_list)]
+            specs += [_with_budget(dataclasses.replace(base, mode=m, num_workers=w, name=""), b)
+                      for m, w, b in itertools.product(mode_list, worker_list, budget_list)]
         submission = submit_specs(scheduler, specs, out_dir)
         if scheduler.queues and not wait:
             render_statuses(submission, scheduler.status(submission), console)
@@ -157,6 +168,30 @@ def run(scenario, modes, deltas, workers, episodes, source_option, loader_option
                   f"{in_folder} result(s) in that folder.", highlight=False, soft_wrap=True)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
+
+
+def _budgets(values: tuple[str, ...]) -> list:
+    """The --decode-budget values, checked (None: the flag was not given)."""
+    from dl.errors import DlError
+    from dl.units import parse_bytes
+
+    budgets = split_csv(values)
+    for budget in budgets:
+        try:
+            parse_bytes(budget)
+        except DlError as exc:
+            raise click.BadParameter(str(exc).removeprefix("size: "), param_hint="--decode-budget") from None
+    return budgets or [None]
+
+
+def _with_budget(spec: RunSpec, budget: str | None) -> RunSpec:
+    """`spec` with the loader option decode_budget set to `budget` and the budget in its name (unchanged for
+    None)."""
+    if budget is None:
+        return spec
+    spec = dataclasses.replace(spec, loader_options={**spec.loader_options, "decode_budget": budget})
+    spec.name = f"{spec.name}-db{budget}"
+    return spec
 
 
 def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, decoder_option, resource,

@@ -8,10 +8,11 @@ Library use::
 
 The top level holds the contracts and the plugin host: `hookspecs`, `registry`, `plugin_options`,
 `plugins_manager` (loading plugins); `source`, `loader`, `decoder`, `scheduler` (what each kind of
-plugin provides); `config`, `world`, `dataloader`, `resume`, `elastic`, `assembly`, `api` (how they
-are put together); `errors`, `paths`, `seeding`, `shared_counters`, `decoder_cache` (shared helpers);
-`retry`, `file_cache`, `remote_source` (the one wrapper remote sources read through: retries, counters,
-prefetch).
+plugin provides); `config`, `world`, `dataloader`, `frames`, `resume`, `elastic`, `assembly`, `api` (how they
+are put together, camera frames across the DataLoader's worker boundary included); `errors`, `paths`,
+`seeding`, `shared_counters`, `decoder_cache`, `torchcodec_video`, `units` (shared helpers); `retry`,
+`file_cache`, `remote_source` (the one wrapper remote sources read through: retries, counters, prefetch);
+`diagnose` (the decode path of one frame per camera, step by step).
 Subpackages: `dl.format` (the LeRobot v3.0 format), `dl.bench` (the benchmark), `dl.testing`
 (synthetic datasets and conformance suites), `dl.plugins` (built-in plugins), `dl.cli`.
 
@@ -25,7 +26,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 _EXPORTS = {
     "make_dataset": "api", "make_dataloader": "api", "assemble": "assembly", "LoaderConfig": "config",
-    "DecodedFrames": "decoder", "Decoder": "decoder", "DlError": "errors", "hookimpl": "hookspecs",
+    "DecodedFrames": "decoder", "Decoder": "decoder", "FrameRequest": "decoder", "DlError": "errors",
+    "hookimpl": "hookspecs", "images_to_float": "frames",
     "DatasetMeta": "format.metadata", "EpisodeMeta": "format.metadata", "Loader": "loader",
     "Resumable": "loader", "ReportsStats": "loader", "ResumableDataLoader": "resume", "Scheduler": "scheduler",
     "FileSpan": "source", "Source": "source", "World": "world", "build_dataloader": "dataloader",

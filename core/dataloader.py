@@ -2,8 +2,9 @@
 
 A loader, its decoder and its source each state their needs (`dataloader_needs()`): a start method for
 workers (`spawn` for a decoder that holds a CUDA context), `pin_memory`, a worker init function, a
-collate function, a sampler. `build_dataloader` merges them, refuses contradictions, and picks
-`dl.ResumableDataLoader` for a loader that can resume.
+collate function, a sampler. `build_dataloader` merges them, refuses contradictions, moves camera frames
+across the worker boundary cheaply (`dl.frames`), and picks `dl.ResumableDataLoader` for a loader that can
+resume.
 """
 
 import dataclasses
@@ -11,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import torch.utils.data
+
 from .errors import PluginError
 
 if TYPE_CHECKING:
-    import torch.utils.data
-
     from .loader import Loader
 
 
@@ -98,16 +99,41 @@ def quiet_fd_sharing() -> None:
 
 
 class WorkerInit:
-    """The `worker_init_fn` dl gives every DataLoader: `quiet_fd_sharing()`, then the plugins' own
-    `worker_init_fn` (picklable, so spawned workers get it too)."""
+    """The `worker_init_fn` dl gives every DataLoader: `quiet_fd_sharing()`, with `emit_uint8` the worker's copy
+    of the loader told to give uint8 camera frames (`dl.loader.DefersFloat`: the main process converts them),
+    then the plugins' own `worker_init_fn` (picklable, so spawned workers get it too)."""
 
-    def __init__(self, then: Callable | None = None):
-        self.then = then
+    def __init__(self, then: Callable | None = None, emit_uint8: bool = False):
+        self.then, self.emit_uint8 = then, emit_uint8
 
     def __call__(self, worker_id: int) -> None:
         quiet_fd_sharing()
+        if self.emit_uint8:
+            torch.utils.data.get_worker_info().dataset.emit_uint8_frames()
         if self.then is not None:
             self.then(worker_id)
+
+
+class DlDataLoader(torch.utils.data.DataLoader):
+    """A torch DataLoader that applies `batch_transform` to every batch in the iterating process (dl's
+    conversion of uint8 camera frames to float32 after the worker boundary, `dl.frames.FloatFrames`), and
+    says how it was built (`facts`)."""
+
+    def __init__(self, dataset, *args, batch_transform: Callable | None = None, facts: dict | None = None,
+                 **kwargs):
+        super().__init__(dataset, *args, **kwargs)
+        self.batch_transform, self._facts = batch_transform, dict(facts or {})
+
+    def __iter__(self):
+        batches = super().__iter__()
+        if self.batch_transform is None:
+            return batches
+        return map(self.batch_transform, batches)
+
+    def facts(self) -> dict:
+        """JSON-able facts for a result file: the plugins' needs, the collate function and where camera frames
+        become float32."""
+        return dict(self._facts)
 
 
 def loader_needs(loader: "Loader") -> DataLoaderNeeds:
@@ -119,8 +145,14 @@ def loader_needs(loader: "Loader") -> DataLoaderNeeds:
 
 def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: int = 0, seed: int = 0,
                      prefetch_factor: int | None = None, persistent_workers: bool = False,
-                     **overrides) -> "torch.utils.data.DataLoader":
+                     **overrides) -> DlDataLoader:
     """A DataLoader over a dl loader that honours what its plugins need.
+
+    Camera frames: unless a plugin or the caller gives a `collate_fn`, batches are collated by
+    `dl.frames.FrameCollate` (frames stacked in channels-last memory, the decoders' order); and when the
+    loader asks for float32 frames, has workers, no `pin_memory` and can defer the conversion
+    (`dl.loader.DefersFloat`), its workers send uint8 frames and the DataLoader converts each batch in this
+    process (`dl.frames.FloatFrames`): the same values, a quarter of the bytes through shared memory.
 
     Args:
         loader: a dl loader (`dl.loader.Loader`).
@@ -132,16 +164,15 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
         **overrides: other DataLoader arguments; one that contradicts a plugin's need raises.
 
     Returns:
-        A `dl.ResumableDataLoader` when the loader is `dl.loader.Resumable`, else a torch DataLoader.
+        A `dl.ResumableDataLoader` when the loader is `dl.loader.Resumable`, else a `DlDataLoader` (a torch
+        DataLoader).
 
     Raises:
         PluginError: the plugins' needs contradict each other or `overrides`.
         ValueError: num_workers < 0.
     """
-    import torch
-    import torch.utils.data
-
-    from .loader import Resumable
+    from .frames import FloatFrames, FrameCollate
+    from .loader import DefersFloat, Resumable
     from .resume import ResumableDataLoader
 
     if num_workers < 0:
@@ -157,8 +188,18 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
     for name in ("pin_memory", "collate_fn", "sampler"):
         if getattr(needs, name) is not None:
             kwargs[name] = getattr(needs, name)
-    kwargs["worker_init_fn"] = WorkerInit(needs.worker_init_fn)
+    cameras = list(loader.meta.video_keys)
+    facts = needs.recorded()
+    if needs.collate_fn is None and cameras and batch_size is not None:
+        kwargs["collate_fn"] = FrameCollate(cameras)
+        facts["collate_fn"] = _qualname(kwargs["collate_fn"])
+    defer = (num_workers > 0 and needs.collate_fn is None and cameras and not kwargs.get("pin_memory")
+             and loader.config.image_dtype == "float32" and isinstance(loader, DefersFloat))
+    kwargs["worker_init_fn"] = WorkerInit(needs.worker_init_fn, emit_uint8=bool(defer))
+    if defer:
+        kwargs["batch_transform"] = FloatFrames(cameras)
+        facts["image_float32"] = "in the iterating process (workers send uint8)"
     if needs.sampler is None and not isinstance(loader, torch.utils.data.IterableDataset):
         kwargs["shuffle"] = True
-    cls = ResumableDataLoader if isinstance(loader, Resumable) else torch.utils.data.DataLoader
-    return cls(loader, **kwargs)
+    cls = ResumableDataLoader if isinstance(loader, Resumable) else DlDataLoader
+    return cls(loader, facts=facts, **kwargs)

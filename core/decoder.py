@@ -1,6 +1,8 @@
-"""The decoder interface: decode the frames of one video file at a list of timestamps, in one call."""
+"""The decoder interface: decode the frames of one video file at a list of timestamps, in one call; a run of
+consecutive frames in order; and several files' frames (a sample's cameras) in one call."""
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,12 +20,28 @@ class DecodedFrames:
     """Frames decoded from one file.
 
     Attributes:
-        data: uint8 `[N, C, H, W]`, RGB.
-        pts_s: float64 `[N]`, each frame's presentation time in seconds (file timeline).
+        data: uint8 `[N, C, H, W]`, RGB (on the decoder's device: the CPU, or the GPU for `nvdec`).
+        pts_s: float64 `[N]` on the CPU, each frame's presentation time in seconds (file timeline).
     """
 
     data: "torch.Tensor"
     pts_s: "torch.Tensor"
+
+
+@dataclass(frozen=True)
+class FrameRequest:
+    """The frames of one file that `Decoder.decode` is asked for.
+
+    Attributes:
+        path: the video file, relative to the source root.
+        timestamps: seconds on the file's timeline.
+        run: True when `timestamps` are consecutive frames in increasing order (frames k, k+1, ..., k+n-1), which
+            a decoder may decode in one pass after one seek (`Decoder.frames_in_run`).
+    """
+
+    path: str
+    timestamps: tuple[float, ...]
+    run: bool = False
 
 
 class Decoder(ABC):
@@ -46,7 +64,30 @@ class Decoder(ABC):
     @abstractmethod
     def probe(self, source: Source, path: str) -> dict:
         """Stream facts of `path`: `{"codec", "width", "height", "num_frames", "average_fps",
-        "duration_s"}`."""
+        "duration_s"}` (a decoder may add more, e.g. the `seek_mode` it would use)."""
+
+    def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        """Decode a run of consecutive frames: `timestamps` (seconds, file timeline) pick frames k, k+1, ...,
+        k+n-1, in that order. The result is what `frames_at` gives for the same timestamps; a decoder that can
+        seek once and then decode in order (the sequential decode the `pool` loader's chunks rely on, several
+        times faster than a seek per frame) overrides this. Default: `frames_at`.
+
+        Raises:
+            VideoDecodeError: as `frames_at`.
+        """
+        return self.frames_at(source, path, timestamps)
+
+    def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
+        """Decode several files' frames (e.g. every camera of one sample), one result per request, in order.
+        A run (`FrameRequest.run`) goes to `frames_in_run`, anything else to `frames_at`. Default: one request
+        after another; a decoder may decode the files concurrently where that is faster (`cpu` does with
+        `camera_threads`).
+
+        Raises:
+            VideoDecodeError: as `frames_at`.
+        """
+        return [(self.frames_in_run if r.run else self.frames_at)(source, r.path, list(r.timestamps))
+                for r in requests]
 
     def dataloader_needs(self) -> "DataLoaderNeeds":
         """What this decoder needs of the DataLoader (e.g. `spawn` workers for a CUDA decoder); nothing by

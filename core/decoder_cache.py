@@ -1,6 +1,7 @@
-"""An LRU cache of open video decoders, one per process, with hit/miss/eviction counters in shared memory
-so the benchmark can read them across DataLoader workers. Decoders are never shared across fork
-(a decoder inherited from the parent is dropped, not used; cf. lerobot #2488)."""
+"""An LRU cache of open video decoders, one per process, bounded in count and in bytes, with hit/miss/eviction
+counters in shared memory so the benchmark can read them across DataLoader workers. Decoders are never shared
+across fork (a decoder inherited from the parent is dropped, not used; cf. lerobot #2488) nor pickled (a
+spawned worker starts empty)."""
 
 import os
 from collections import OrderedDict
@@ -11,33 +12,39 @@ from .shared_counters import SharedCounters
 
 
 class DecoderCache:
-    """LRU of open decoders keyed by file, bounded to `capacity` per process.
+    """LRU of open decoders keyed by file, bounded to `capacity` decoders and `max_bytes` per process.
 
     Args:
         capacity: decoders kept open per process (>= 1); the least recently used is evicted past it.
+        max_bytes: the most bytes the open decoders of one process may hold, as `size_of` estimates them (None:
+            no byte bound). The decoder just opened is always kept, even when it alone is larger.
+        size_of: estimates an open decoder's memory in bytes (its frame buffers); None counts 0.
 
     Counters (`stats()`): hits, misses, evictions summed over the main process and every DataLoader
-    worker, and `open`: each process's open decoders at its last cache access, summed (a worker that has
-    exited still counts what it had open when it last decoded).
+    worker, and `open` / `bytes`: each process's open decoders and their estimated bytes at its last cache
+    access, summed (a worker that has exited still counts what it had open when it last decoded).
     """
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, max_bytes: int | None = None, size_of: Callable[[Any], int] | None = None):
         if capacity < 1:
             raise ValueError(f"decoder cache capacity must be >= 1, got {capacity}")
-        self.capacity = capacity
-        self.counters = SharedCounters(("hits", "misses", "evictions", "open"))
+        if max_bytes is not None and max_bytes < 0:
+            raise ValueError(f"decoder cache max_bytes must be >= 0 or None, got {max_bytes}")
+        self.capacity, self.max_bytes, self.size_of = capacity, max_bytes, size_of
+        self.counters = SharedCounters(("hits", "misses", "evictions", "open", "bytes"))
         self._pid = os.getpid()
         self._decoders: OrderedDict[Any, Any] = OrderedDict()
+        self._sizes: dict[Any, int] = {}
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_decoders"] = OrderedDict()  # open decoders never travel to another process
+        state["_decoders"], state["_sizes"] = OrderedDict(), {}  # open decoders never travel to another process
         return state
 
     def get(self, key: Any, opener: Callable[[], Any]) -> Any:
         """The decoder for `key`; on a miss, `opener()` opens it."""
         if os.getpid() != self._pid:  # forked: the parent's decoders are not ours to use
-            self._pid, self._decoders = os.getpid(), OrderedDict()
+            self._pid, self._decoders, self._sizes = os.getpid(), OrderedDict(), {}
         decoder = self._decoders.get(key)
         if decoder is not None:
             self._decoders.move_to_end(key)
@@ -46,6 +53,7 @@ class DecoderCache:
         self.counters.add("misses")
         decoder = opener()
         self._decoders[key] = decoder
+        self._sizes[key] = int(self.size_of(decoder)) if self.size_of else 0
         self._evict()
         return decoder
 
@@ -56,22 +64,33 @@ class DecoderCache:
         self.capacity = capacity
         self._evict()
 
+    @property
+    def bytes(self) -> int:
+        """Estimated bytes held by this process's open decoders."""
+        return sum(self._sizes.values())
+
     def _evict(self) -> None:
-        while len(self._decoders) > self.capacity:
-            self._decoders.popitem(last=False)
+        held = self.bytes
+        while len(self._decoders) > self.capacity or (
+                self.max_bytes is not None and held > self.max_bytes and len(self._decoders) > 1):
+            key, _ = self._decoders.popitem(last=False)
+            held -= self._sizes.pop(key)
             self.counters.add("evictions")
         self.counters.set("open", len(self._decoders))
+        self.counters.set("bytes", held)
 
     def clear(self) -> None:
         """Drop every open decoder of this process."""
         self._decoders.clear()
+        self._sizes.clear()
         self.counters.set("open", 0)
+        self.counters.set("bytes", 0)
 
-    def stats(self) -> dict[str, int]:
-        """Counters summed over all processes: `{"hits", "misses", "evictions", "open", "capacity"}`."""
-        return {**self.counters.total(), "capacity": self.capacity}
+    def stats(self) -> dict[str, int | None]:
+        """Counters summed over all processes: `{"hits", "misses", "evictions", "open", "bytes", "capacity",
+        "max_bytes"}`."""
+        return {**self.counters.total(), "capacity": self.capacity, "max_bytes": self.max_bytes}
 
     def reset_stats(self) -> None:
         """Zero the counters (e.g. after warm-up)."""
         self.counters.reset(("hits", "misses", "evictions"))
-

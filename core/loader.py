@@ -98,3 +98,13 @@ class ReportsStats(Protocol):
 
     def stats(self, num_workers: int, batch_size: int) -> dict:
         """The figures counted since the last `reset_stats()`, JSON-able, keyed as in `stats_merge`."""
+
+
+@runtime_checkable
+class DefersFloat(Protocol):
+    """A loader that can give uint8 camera frames in a DataLoader worker although it was asked for float32, so
+    `dl.dataloader.build_dataloader` converts them after the worker boundary (`dl.frames`): the same values,
+    a quarter of the bytes through shared memory."""
+
+    def emit_uint8_frames(self) -> None:
+        """From now on, in this process (a DataLoader worker's copy), give camera frames as uint8 [0, 255]."""

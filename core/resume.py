@@ -12,8 +12,7 @@ produced, and replay its order to that point without reading or decoding anythin
 import hashlib
 import json
 
-import torch.utils.data
-
+from .dataloader import DlDataLoader
 from .elastic import position_from_state
 from .errors import ResumeError
 
@@ -58,7 +57,7 @@ def resume_point(batches_consumed: int, batch_size: int, worker_samples: list[in
     return produced, (last + 1) % len(worker_samples)
 
 
-class ResumableDataLoader(torch.utils.data.DataLoader):
+class ResumableDataLoader(DlDataLoader):
     """A DataLoader over a `dl.loader.Resumable` loader (`map`, `pool`) that counts the batches it delivers,
     so its state is a few counters; each `iter()` reads the loader's next epoch.
 

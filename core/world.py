@@ -105,3 +105,19 @@ def current_world(rank: int, world_size: int) -> World:
     if info is None:
         return World(rank, world_size)
     return World(rank, world_size, info.id, info.num_workers)
+
+
+def process_cores() -> int:
+    """CPU cores this process may count on for itself (>= 1): the cores it may run on, shared by the DataLoader
+    workers of its loader (in a worker: `num_workers` processes) and by the ranks on this node
+    (`LOCAL_WORLD_SIZE`, as torchrun and accelerate set it). Decoders use it to decide whether decoding a
+    sample's cameras in threads can run on idle cores."""
+    import torch.utils.data
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    info = torch.utils.data.get_worker_info()
+    sharers = (info.num_workers if info is not None else 1) * max(_env_int("LOCAL_WORLD_SIZE", 1) or 1, 1)
+    return max(1, cores // sharers)

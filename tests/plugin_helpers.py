@@ -12,6 +12,7 @@ EXAMPLE = REPO / "examples" / "dl-example-zip"
 BUILTINS = {("source", "local"): "dl.plugins.local_source", ("source", "hub"): "dl.plugins.remote.hub",
             ("source", "bucket"): "dl.plugins.remote.bucket", ("loader", "map"): "dl.plugins.map",
             ("loader", "pool"): "dl.plugins.pool", ("decoder", "cpu"): "dl.plugins.cpu_decoder",
+            ("decoder", "nvdec"): "dl.plugins.nvdec_decoder",
             ("scheduler", "local"): "dl.plugins.local_scheduler", ("scheduler", "slurm"): "dl.plugins.slurm"}
 CAMERA = "observation.images.cam0"
 

@@ -49,5 +49,10 @@ def test_two_rank_scenario_writes_rank_results_and_a_merged_line(small_dataset, 
     assert merged["first_batch_latency_s"] == max(r["first_batch_latency_s"] for r in ranks)
     assert merged["loader_stats"]["episode_pool_size"] == 2
     assert merged["loader_stats"]["episodes_admitted"] == sum(r["loader_stats"]["episodes_admitted"] for r in ranks)
+    ceiling = merged["decode_ceiling"]  # every rank measured its own; the run's is their sum
+    assert ceiling["processes"] == 2 and ceiling["random_frames_per_s"] == pytest.approx(
+        sum(r["decode_ceiling"]["random_frames_per_s"] for r in ranks), abs=0.2)
+    assert merged["decoded_frames_pct_of_random_ceiling"] == pytest.approx(
+        100 * merged["decoded_frames_per_s"] / ceiling["random_frames_per_s"], abs=0.06)
     rows = (out / "results.csv").read_text().splitlines()
     assert len(rows) == 4  # header + 2 ranks + merged

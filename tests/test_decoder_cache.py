@@ -31,6 +31,12 @@ class Opener:
         return open_
 
 
+def counts(hits, misses, evictions, open_, capacity):
+    """`DecoderCache.stats()` of a cache without a byte bound whose decoders have no size estimate."""
+    return {"hits": hits, "misses": misses, "evictions": evictions, "open": open_, "bytes": 0, "capacity": capacity,
+            "max_bytes": None}
+
+
 def simulate_lru(keys, capacity):
     """(hits, misses, evictions, open) of an LRU of `capacity` over `keys`."""
     lru, hits, misses, evictions = OrderedDict(), 0, 0, 0
@@ -59,7 +65,7 @@ def test_lru_scripted_sequence():
     assert opener.opened == ["a", "b", "c", "b", "a", "d", "c"]
     assert got == ["decoder-a-1", "decoder-b-2", "decoder-a-1", "decoder-c-3", "decoder-b-4", "decoder-a-5",
                    "decoder-a-5", "decoder-d-6", "decoder-c-7"]
-    assert cache.stats() == {"hits": 2, "misses": 7, "evictions": 5, "open": 2, "capacity": 2}
+    assert cache.stats() == counts(2, 7, 5, 2, 2)
     assert list(cache._decoders) == ["d", "c"]
     assert simulate_lru(script, 2) == (2, 7, 5, 2)
 
@@ -72,19 +78,19 @@ def test_hit_refreshes_recency():
     assert list(cache._decoders) == ["a", "c"]
     cache.get("a", opener("a"))
     assert opener.opened == ["a", "b", "c"]
-    assert cache.stats() == {"hits": 2, "misses": 3, "evictions": 1, "open": 2, "capacity": 2}
+    assert cache.stats() == counts(2, 3, 1, 2, 2)
 
 
 def test_capacity_one_and_counters_before_full():
     cache = DecoderCache(1)
     opener = Opener()
     cache.get("x", opener("x"))
-    assert cache.stats() == {"hits": 0, "misses": 1, "evictions": 0, "open": 1, "capacity": 1}
+    assert cache.stats() == counts(0, 1, 0, 1, 1)
     cache.get("x", opener("x"))
     cache.get("y", opener("y"))
     cache.get("x", opener("x"))
     assert opener.opened == ["x", "y", "x"]
-    assert cache.stats() == {"hits": 1, "misses": 3, "evictions": 2, "open": 1, "capacity": 1}
+    assert cache.stats() == counts(1, 3, 2, 1, 1)
 
 
 @pytest.mark.parametrize("capacity", [0, -3])
@@ -114,17 +120,17 @@ def test_reset_stats_and_clear():
     opener = Opener()
     for k in ["a", "b", "c", "c"]:
         cache.get(k, opener(k))
-    assert cache.stats() == {"hits": 1, "misses": 3, "evictions": 1, "open": 2, "capacity": 2}
+    assert cache.stats() == counts(1, 3, 1, 2, 2)
     cache.reset_stats()
-    assert cache.stats() == {"hits": 0, "misses": 0, "evictions": 0, "open": 2, "capacity": 2}
+    assert cache.stats() == counts(0, 0, 0, 2, 2)
     cache.get("c", opener("c"))  # decoders survive a reset
     assert opener.opened == ["a", "b", "c"]
     assert cache.stats()["hits"] == 1
     cache.clear()
-    assert cache.stats() == {"hits": 1, "misses": 0, "evictions": 0, "open": 0, "capacity": 2}
+    assert cache.stats() == counts(1, 0, 0, 0, 2)
     cache.get("c", opener("c"))
     assert opener.opened == ["a", "b", "c", "c"]
-    assert cache.stats() == {"hits": 1, "misses": 1, "evictions": 0, "open": 1, "capacity": 2}
+    assert cache.stats() == counts(1, 1, 0, 1, 2)
 
 
 # ------------------------------------------------------------------------------ pickling and fork
@@ -208,7 +214,7 @@ def test_forked_child_does_not_reuse_parent_decoders():
     # the parent still has its own decoder
     assert cache.get("a", parent("a")) == "decoder-a-1" and parent.opened == ["a"]
     # counters live in shared memory: the child's miss and hit are visible here
-    assert cache.stats() == {"hits": 2, "misses": 2, "evictions": 0, "open": 1, "capacity": 2}
+    assert cache.stats() == counts(2, 2, 0, 1, 2)
 
 
 def test_forked_child_reopens_real_video_decoders(small_dataset):

@@ -69,5 +69,5 @@ def test_dl_run_refuses_a_pool_option_for_map_before_running(small_dataset, tmp_
 def test_dl_run_refuses_an_unknown_decoder_option(small_dataset, tmp_path):
     proc = run_dl("run", "--root", str(small_dataset), "--decoder-option", "threads=2", "--out-dir", str(tmp_path))
     assert proc.returncode == 2
-    assert ("decoder 'cpu' (dl) does not take option threads. It accepts: cache_size=64, num_threads=1, "
-            "seek_mode='approximate'") in proc.stderr.replace("\n", " ")
+    assert ("decoder 'cpu' (dl) does not take option threads. It accepts: cache_size=64, cache_bytes=512000000, "
+            "num_threads=1, seek_mode='auto', camera_threads='auto'") in proc.stderr.replace("\n", " ")

@@ -52,6 +52,7 @@ def test_builtins_come_from_dl_entry_points():
     assert mine == {"local_source": "dl.plugins.local_source", "hub_source": "dl.plugins.remote.hub",
                     "bucket_source": "dl.plugins.remote.bucket", "map_loader": "dl.plugins.map",
                     "pool_loader": "dl.plugins.pool", "cpu_decoder": "dl.plugins.cpu_decoder",
+                    "nvdec_decoder": "dl.plugins.nvdec_decoder",
                     "local_scheduler": "dl.plugins.local_scheduler", "slurm_scheduler": "dl.plugins.slurm"}
 
 
@@ -69,11 +70,13 @@ def test_dl_plugins_json_lists_builtins():
         assert got[key]["description"]
     pool = {o["name"]: o for o in got[("loader", "pool")]["options"]}
     assert {k: (o["default"], o["required"]) for k, o in pool.items()} == {
-        "episode_pool_size": (16, False), "drop_last": (False, False)}
+        "episode_pool_size": (16, False), "drop_last": (False, False), "decode_budget": ("256M", False),
+        "decode_chunk_frames": (16, False)}
     assert "episodes open at once per consumer" in pool["episode_pool_size"]["help"]
     assert got[("loader", "map")]["options"] == []
     cpu = {o["name"]: o["default"] for o in got[("decoder", "cpu")]["options"]}
-    assert cpu == {"cache_size": 64, "num_threads": 1, "seek_mode": "approximate"}
+    assert cpu == {"cache_size": 64, "cache_bytes": 512_000_000, "num_threads": 1, "seek_mode": "auto",
+                   "camera_threads": "auto"}
     kinds = [p["kind"] for p in out["plugins"]]
     assert kinds == sorted(kinds, key=["source", "loader", "decoder", "scheduler"].index)
 
@@ -86,7 +89,7 @@ def test_dl_plugins_table_lists_builtins():
     assert rows[("kind", "name")] == ["kind", "name", "distribution", "version", "options", "description"]
     for key in BUILTINS:
         assert rows[key][2:4] == ["dl", version("dl")]
-    assert rows[("loader", "pool")][4] == "episode_pool_size=16, drop_last=False"
+    assert rows[("loader", "pool")][4].startswith("episode_pool_size=16, drop_last=False, decode_budget='256M'")
     assert rows[("loader", "map")][4] == "none"
     assert "failed to load" not in proc.stdout
 

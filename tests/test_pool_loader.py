@@ -193,15 +193,15 @@ def test_resume_fast_forward_is_reported(dataset_factory):
 
 def test_frames_are_decoded_as_samples_leave_the_pool(video_root, monkeypatch):
     root = video_root
-    ds = pool(root, episode_pool_size=2)
+    ds = pool(root, episode_pool_size=2, decode_budget=0)
     queried = []
-    original = ds.decoder.frames_at
+    original = ds.decoder.decode
 
-    def frames_at(source, path, timestamps):
-        queried.append(len(timestamps))
-        return original(source, path, timestamps)
+    def decode(source, requests):
+        queried.extend(len(r.timestamps) for r in requests)
+        return original(source, requests)
 
-    monkeypatch.setattr(ds.decoder, "frames_at", frames_at)
+    monkeypatch.setattr(ds.decoder, "decode", decode)
     iterator = iter(ds)
     for n in range(1, 6):
         sample = next(iterator)

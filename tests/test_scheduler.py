@@ -23,6 +23,19 @@ def test_submission_round_trips_through_json(tmp_path):
     assert Submission.from_dict(json.loads((tmp_path / "submission.json").read_text())) == submission
 
 
+def test_result_config_redacts_secret_options_and_the_spec_keeps_them():
+    options = {"storage_options": {"key": "AK", "secret": "SK", "client_kwargs": {"session_token": "T"},
+                                   "endpoint_url": "http://127.0.0.1:9"}, "cache_bytes": 5}
+    spec = RunSpec(root="s3://b/d", source="bucket", source_options=options, loader_options={"api_key": "x"})
+    public = spec.public_dict()
+    assert public["source_options"] == {"storage_options": {"key": "<redacted>", "secret": "<redacted>",
+                                                            "client_kwargs": {"session_token": "<redacted>"},
+                                                            "endpoint_url": "http://127.0.0.1:9"},
+                                        "cache_bytes": 5}
+    assert public["loader_options"] == {"api_key": "<redacted>"} and public["root"] == "s3://b/d"
+    assert RunSpec.from_dict(spec.to_dict()).source_options == options
+
+
 def test_run_command_launches_the_runner():
     run = Run("a", 1, "/s/a.json", ["/r/a.json"])
     assert run.command(0, python="py") == ["py", "-m", "dl.bench.runner", "/s/a.json", "/r/a.json"]

@@ -5,6 +5,7 @@ import csv
 import json
 from pathlib import Path
 
+from .ceiling import ceiling_shares
 from .timeline import rank_overlap, sum_timelines
 
 HEADLINE = ("name", "status", "samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "fetch_pct",
@@ -99,6 +100,10 @@ def merge_ranks(name: str, ranks: list[dict]) -> dict:
     merged.update({k: max(r[k] for r in ranks) for k in WORST if all(r.get(k) is not None for r in ranks)})
     merged.update({k: round(sum(r[k] for r in ranks) / len(ranks), 4) for k in MEAN
                    if all(r.get(k) is not None for r in ranks)})
+    ceilings = [r.get("decode_ceiling") for r in ranks]
+    if all(ceilings) and "decoded_frames_per_s" in merged:
+        merged["decode_ceiling"] = merge_ceilings(ceilings)
+        merged.update(ceiling_shares(merged["decoded_frames_per_s"], merged["decode_ceiling"]))
     caches = [r["video_decoder_cache"] for r in ranks]
     merged["video_decoder_cache"] = {k: sum(c[k] for c in caches) for k in ("hits", "misses", "evictions", "open")}
     rules = ranks[0].get("loader_stats_merge", {})
@@ -120,3 +125,14 @@ def merge_ranks(name: str, ranks: list[dict]) -> dict:
             merged[key] = ranks[0][key]
     merged["ranks"] = ranks
     return merged
+
+
+def merge_ceilings(ceilings: list[dict]) -> dict:
+    """The decode ceiling of a multi-rank run: processes and totals summed over ranks, per-process rates averaged."""
+    out = {"decoder": ceilings[0]["decoder"], "seconds": ceilings[0]["seconds"],
+           "processes": sum(c["processes"] for c in ceilings)}
+    for kind in ("random", "sequential"):
+        out[f"{kind}_frames_per_s_per_process"] = round(
+            sum(c[f"{kind}_frames_per_s_per_process"] for c in ceilings) / len(ceilings), 1)
+        out[f"{kind}_frames_per_s"] = round(sum(c[f"{kind}_frames_per_s"] for c in ceilings), 1)
+    return out

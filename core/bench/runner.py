@@ -24,12 +24,13 @@ import torch.utils.data
 
 from ..assembly import Assembly, build_loader, open_dataset
 from ..config import LoaderConfig
-from ..dataloader import build_dataloader, loader_needs, quiet_fd_sharing
+from ..dataloader import build_dataloader, quiet_fd_sharing
 from ..errors import DlError, describe
 from ..loader import ReportsStats, Resumable
 from ..shuffle import distinct_episode_fraction, ideal_distinct_fraction
 from ..signals import Terminated, raise_on_sigterm
 from ..world import resolve_ranks
+from .ceiling import ceiling_shares, decode_ceiling
 from .memory import PeakRssMonitor, tree_pss_bytes
 from .metrics import sample_latency_ms
 from .modes import mode_delta_timestamps
@@ -38,8 +39,9 @@ from .timed_decoder import TimedDecoder
 from .timeline import EpisodesSeen, Timeline
 
 Progress = Callable[[str, float, float], None]
-"""`progress(phase, done, total)`: called as the run advances (phase names: "prepare", "single-process",
-"warm-up", "steady window"; and, beside them, "download MB" with no total while a remote source fetches)."""
+"""`progress(phase, done, total)`: called as the run advances (phase names: "prepare", "decode ceiling",
+"single-process", "warm-up", "steady window"; and, beside them, "download MB" with no total while a remote
+source fetches)."""
 
 
 class RunFailed(DlError):
@@ -64,6 +66,10 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         init_s = time.perf_counter() - t_start
         progress("prepare", 1, 1)
         with _network_progress(built.source, progress):
+            progress("decode ceiling", 0, 1)
+            ceiling = decode_ceiling(built.meta, decoder.inner, dataset.episodes[:64],
+                                     min(spec.ceiling_s, spec.duration / 2), max(spec.num_workers, 1))
+            progress("decode ceiling", 1, 1)
             single = _single_process(dataset, decoder, spec, progress)
             decoder.cache.clear()  # workers must not inherit (and never use) the main process's decoders
             decoder.cache.reset_stats()
@@ -73,6 +79,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
             window = _window(dataset, spec, progress)
         pss = tree_pss_bytes(psutil.Process())  # while workers are still alive
         loader = window.pop("loader")
+        dataloader_facts = loader.facts()
         del window["iterator"]  # shuts the window's workers down before the resume probe starts its own
     loader_stats = _loader_stats(dataset, spec)
     source_stats = _source_stats(built.source, spec)
@@ -83,20 +90,23 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     result = {
         "name": spec.name,
         **window,
+        **ceiling_shares(window["decoded_frames_per_s"], ceiling),
         **single,
         "peak_rss_gb": round(rss.peak_bytes / 1e9, 3),
         "pss_gb_at_window_end": round(pss / 1e9, 3),
         "video_decoder_cache": {**cache, "hit_rate": round(cache["hits"] / looked_up, 4) if looked_up else None},
         "shuffle_randomness_ideal": round(ideal_distinct_fraction([e.length for e in episodes], spec.batch_size),
                                           4),
+        "decode_ceiling": ceiling,
+        **({"decoder_calibration": spec.decoder_calibration} if spec.decoder_calibration else {}),
         "init_s": round(init_s, 3),
         "total_time_s": round(time.perf_counter() - t_start, 3),
         **resume,
         **loader_stats,
         **source_stats,
         "dataset": _dataset_summary(built, delta),
-        "dataloader": loader_needs(dataset).recorded(),
-        "config": spec.to_dict(),
+        "dataloader": dataloader_facts,
+        "config": spec.public_dict(),
         "environment": _environment(),
     }
     return result
@@ -350,7 +360,7 @@ def main(argv: list[str]) -> int:
     except Terminated:
         return 143
     except Exception as exc:  # any exception, dl's or not, becomes a failed result with its cause
-        result = {"name": spec.name, "status": "failed", "error": describe(exc), "config": spec.to_dict()}
+        result = {"name": spec.name, "status": "failed", "error": describe(exc), "config": spec.public_dict()}
         if not isinstance(exc, DlError):
             result["traceback"] = traceback.format_exc()
     finally:

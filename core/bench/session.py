@@ -15,6 +15,7 @@ from ..errors import DlError
 from ..format.metadata import DatasetMeta
 from ..plugins_manager import get_plugins
 from ..scheduler import Run, RunStatus, Scheduler, Submission
+from .calibrate import AUTO, resolve_auto_decoder
 from .resources import run_resources
 from .results import merge_ranks, read_results, write_folder_csv
 from .spec import RunSpec
@@ -31,7 +32,22 @@ def check_plugins(base: RunSpec) -> None:
     registry = get_plugins().registry
     registry.get("source", base.source)
     registry.check_options("loader", base.loader, base.loader_options)
+    if base.decoder == AUTO:  # resolved once the dataset is read (`resolve_decoder`)
+        if base.decoder_options:
+            raise DlError("--decoder auto picks a decoder by timing each with its defaults; give --decoder NAME to "
+                          f"set decoder options ({', '.join(base.decoder_options)}).")
+        return
     registry.check_options("decoder", base.decoder, base.decoder_options)
+
+
+def resolve_decoder(base: RunSpec, meta: DatasetMeta) -> RunSpec:
+    """With `--decoder auto`: the spec with the decoder that decodes this dataset fastest here, timed once in
+    this process on a few selected episodes, and the calibration recorded (`dl.bench.calibrate`); else `base`.
+
+    Raises:
+        DlError: no decoder can decode the dataset here.
+    """
+    return resolve_auto_decoder(base, meta, get_plugins().registry)
 
 
 def check_dataset(base: RunSpec) -> DatasetMeta:

@@ -4,6 +4,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 MODES = ("single", "sarm", "chunk")
+SECRET_WORDS = ("key", "secret", "token", "password", "credential")
+REDACTED = "<redacted>"
 
 
 @dataclass
@@ -21,7 +23,11 @@ class RunSpec:
     `dl.bench.resources.run_resources`).
     How to iterate: `batch_size`, `num_workers`, `prefetch_factor`, `seed`.
     How to measure: `warmup_batches` (skipped), `duration` (steady-state window, s),
-    `single_proc_samples` (samples timed in-process for the fetch/decode split), `out_dir`, `name`.
+    `single_proc_samples` (samples timed in-process for the fetch/decode split), `ceiling_s` (seconds spent
+    measuring the machine's decode ceiling for the dataset, half random single frames and half sequential runs,
+    at most half the window; 0 skips it: `dl.bench.ceiling`), `out_dir`, `name`.
+    `decoder_calibration`: how the host picked the decoder when asked for `--decoder auto`
+    (`dl.bench.calibrate`), None otherwise.
     """
 
     source: str = "local"
@@ -41,6 +47,7 @@ class RunSpec:
     warmup_batches: int = 3
     duration: float = 20.0
     single_proc_samples: int = 64
+    ceiling_s: float = 2.0
     seed: int = 0
     scenario: str | None = None
     metadata_snapshot: str | None = None
@@ -48,6 +55,7 @@ class RunSpec:
     loader_options: dict = field(default_factory=dict)
     decoder_options: dict = field(default_factory=dict)
     resources: dict = field(default_factory=dict)
+    decoder_calibration: dict | None = None
     out_dir: str = "dl-results"
     name: str = ""
 
@@ -62,7 +70,26 @@ class RunSpec:
         """Plain dict (JSON-ready)."""
         return dataclasses.asdict(self)
 
+    def public_dict(self) -> dict:
+        """`to_dict` with every plugin option whose name holds a secret word (`SECRET_WORDS`, e.g. s3fs's `key`,
+        `secret`, `token` inside `storage_options`) replaced by `REDACTED`, at any depth: what result files
+        record, as they are shared and plotted. The spec files the scheduler ships keep the values (the run
+        needs them); prefer credentials from the environment (AWS_*, HF_TOKEN), which dl writes nowhere."""
+        data = self.to_dict()
+        for kind in ("source_options", "loader_options", "decoder_options"):
+            data[kind] = _redacted(data[kind])
+        return data
+
     @classmethod
     def from_dict(cls, data: dict) -> "RunSpec":
         """Inverse of `to_dict`; unknown keys are an error."""
         return cls(**data)
+
+
+def _redacted(value):
+    if isinstance(value, dict):
+        return {k: REDACTED if any(w in str(k).lower() for w in SECRET_WORDS) else _redacted(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value

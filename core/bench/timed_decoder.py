@@ -2,23 +2,38 @@
 fetch vs decode split)."""
 
 import time
+from collections.abc import Sequence
 
-from ..decoder import DecodedFrames, Decoder
+from ..decoder import DecodedFrames, Decoder, FrameRequest
 from ..source import Source
 
 
 class TimedDecoder(Decoder):
-    """Delegates to `inner`; `decode_s` accumulates wall seconds spent in `frames_at` in this process."""
+    """Delegates every call to `inner` (so its sequential and concurrent decoding are kept); `decode_s`
+    accumulates the wall seconds spent in `frames_at`, `frames_in_run` and `decode` in this process."""
 
     def __init__(self, inner: Decoder):
         self.inner, self.name, self.cache = inner, inner.name, inner.cache
         self.decode_s = 0.0
 
-    def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+    def _timed(self, call, *args):
         t0 = time.perf_counter()
-        out = self.inner.frames_at(source, path, timestamps)
-        self.decode_s += time.perf_counter() - t0
-        return out
+        try:
+            return call(*args)
+        finally:
+            self.decode_s += time.perf_counter() - t0
+
+    def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        return self._timed(self.inner.frames_at, source, path, timestamps)
+
+    def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        return self._timed(self.inner.frames_in_run, source, path, timestamps)
+
+    def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
+        return self._timed(self.inner.decode, source, requests)
 
     def probe(self, source: Source, path: str) -> dict:
         return self.inner.probe(source, path)
+
+    def dataloader_needs(self):
+        return self.inner.dataloader_needs()

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..config import LoaderConfig
-from ..decoder import Decoder
+from ..decoder import DecodedFrames, Decoder, FrameRequest
 from ..errors import TimestampToleranceError
 from .delta import delta_indices, window
 from .metadata import DatasetMeta, EpisodeMeta
@@ -36,6 +36,7 @@ class SampleBuilder:
 
     def __init__(self, meta: DatasetMeta, keys: list[str], decoder: Decoder, config: LoaderConfig):
         self.meta, self.keys, self.decoder, self.config = meta, keys, decoder, config
+        self.image_dtype = config.image_dtype
         self.deltas = delta_indices(config.delta_timestamps or {}, meta.fps, keys + meta.video_keys,
                                     config.tolerance_s)
 
@@ -62,33 +63,68 @@ class SampleBuilder:
                 queries[key] = [arrays["timestamp"][row].item()]
         return sample, queries
 
-    def decode(self, episode: EpisodeMeta, sample: dict, queries: VideoQueries) -> dict:
-        """Add the camera frames to `sample` (in place; returned), one decoder call per camera.
+    def emit_uint8(self) -> None:
+        """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says: in a DataLoader
+        worker whose batches `dl.dataloader` converts to float32 after the worker boundary (`dl.frames`), so
+        workers move a quarter of the bytes. Affects only this copy of the builder (this process)."""
+        self.image_dtype = "uint8"
+
+    def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:
+        """Per camera key, what to ask the decoder for: the queried timestamps on the file's timeline."""
+        return {key: FrameRequest(episode.videos[key].path,
+                                  tuple(episode.videos[key].from_timestamp + t for t in timestamps))
+                for key, timestamps in queries.items()}
+
+    def decode(self, episode: EpisodeMeta, sample: dict, queries: VideoQueries,
+               decoded: dict[str, DecodedFrames] | None = None) -> dict:
+        """Add the camera frames to `sample` (in place; returned): every camera of the sample in one
+        `Decoder.decode` call (which may decode the cameras concurrently), or from `decoded`, frames already
+        decoded per camera key that cover the queries (the `pool` loader's chunk buffer). Each frame is the
+        decoded one nearest its query, checked against `tolerance_s`.
 
         Raises:
             TimestampToleranceError: a decoded frame is `tolerance_s` or farther from its query; the
                 message names the file, the episode and the timestamps.
         """
-        for key, timestamps in queries.items():
-            span = episode.videos[key]
-            query = torch.tensor([span.from_timestamp + t for t in timestamps], dtype=torch.float64)
-            decoded = self.decoder.frames_at(self.meta.source, span.path, query.tolist())
-            gap = (query[:, None] - decoded.pts_s[None, :]).abs()
-            nearest, which = gap.min(1)
-            if not (nearest < self.config.tolerance_s).all():
-                bad = (nearest >= self.config.tolerance_s).nonzero().flatten().tolist()
-                raise TimestampToleranceError(
-                    f"{self.meta.source.url}/{span.path} (episode {episode.index}, camera {key}): decoded "
-                    f"frames at {[round(decoded.pts_s[which[i]].item(), 6) for i in bad]} s are farther than "
-                    f"tolerance_s={self.config.tolerance_s} from the queried "
-                    f"{[round(query[i].item(), 6) for i in bad]} s. The video and the parquet timestamps "
-                    "disagree; re-encode the video, drop this episode, or raise tolerance_s."
-                )
-            frames = decoded.data[which]
-            if self.config.image_dtype == "float32":
+        requests = self.requests(episode, queries)
+        decoded = dict(decoded or {})
+        missing = [key for key in requests if key not in decoded]
+        if missing:
+            frames = self.decoder.decode(self.meta.source, [requests[key] for key in missing])
+            decoded.update(zip(missing, frames, strict=True))
+        for key, request in requests.items():
+            frames = self.pick(episode, key, request, decoded[key])
+            if self.image_dtype == "float32":
                 frames = frames.float().div_(255.0)  # bitwise equal to LeRobot's frames / 255.0, 2x faster
             sample[key] = frames if key in self.deltas else frames[0]
         return sample
+
+    def pick(self, episode: EpisodeMeta, key: str, request: FrameRequest, decoded: DecodedFrames):
+        """The frames of `decoded` nearest each of `request.timestamps`, uint8 `[T, C, H, W]` (a view of
+        `decoded.data` when it holds exactly the queried frames in order, else a copy).
+
+        Raises:
+            TimestampToleranceError: a nearest frame is `tolerance_s` or farther from its query.
+        """
+        query = np.asarray(request.timestamps, dtype=np.float64)
+        pts = decoded.pts_s.numpy()
+        gap = np.abs(query[:, None] - pts[None, :])
+        which = gap.argmin(1)
+        nearest = gap[np.arange(len(query)), which]
+        if not (nearest < self.config.tolerance_s).all():
+            bad = np.flatnonzero(nearest >= self.config.tolerance_s).tolist()
+            raise TimestampToleranceError(
+                f"{self.meta.source.url}/{request.path} (episode {episode.index}, camera {key}): decoded "
+                f"frames at {[round(float(pts[which[i]]), 6) for i in bad]} s are farther than "
+                f"tolerance_s={self.config.tolerance_s} from the queried "
+                f"{[round(float(query[i]), 6) for i in bad]} s. The video and the parquet timestamps "
+                "disagree; re-encode the video, drop this episode, or raise tolerance_s."
+            )
+        if len(which) == len(pts) and (which == np.arange(len(which))).all():
+            return decoded.data
+        if len(which) == 1:
+            return decoded.data[int(which[0]):int(which[0]) + 1]
+        return decoded.data[torch.from_numpy(which).to(decoded.data.device)]
 
     def build(self, episode: EpisodeMeta, arrays: EpisodeArrays, row: int) -> dict:
         """The full sample at `row` of `episode`."""

@@ -10,9 +10,11 @@
 What it checks, on videos FFmpeg encodes for the test (`dl.testing.synthetic`, every frame drawing its
 global index): frames equal to a reference decoder's at the same timestamps (the `ffmpeg` command line
 decoding the whole file to RGB: the same frame, pixels within `pixel_tolerance`), presentation
-timestamps within a frame of the query, timestamps outside the stream refused with `VideoDecodeError`,
-`probe` facts, pickling, and decoding in forked DataLoader workers after the parent decoded (no decoder
-crosses a fork). A decoder that needs a device skips with the reason its factory raises (`DlError`).
+timestamps within a frame of the query, runs of consecutive frames (`frames_in_run`) equal to `frames_at`,
+several files in one `decode` call answered in order, timestamps outside the stream refused with
+`VideoDecodeError`, `probe` facts, pickling, and decoding in forked DataLoader workers after the parent
+decoded (no decoder crosses a fork) and in spawned ones. A decoder that needs a device skips with the reason
+its factory raises (`DlError`).
 """
 
 import pickle
@@ -26,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dl.assembly import open_dataset
+from dl.decoder import FrameRequest
 from dl.errors import DlError, VideoDecodeError
 from dl.plugins_manager import get_plugins
 from dl.testing.synthetic import SyntheticConfig, camera_key, read_frame_code, write_synthetic_dataset
@@ -78,10 +81,10 @@ class DecoderSuite:
     @pytest.fixture(scope="class")
     @classmethod
     def videos(cls, tmp_path_factory) -> dict:
-        """`{codec: dataset root}`: 2 episodes of 25-30 frames per file, GOP 5, 128x96, one camera."""
+        """`{codec: dataset root}`: 2 episodes of 25-30 frames per file, GOP 5, 128x96, two cameras."""
         out = {}
         for codec in cls.codecs:
-            config = SyntheticConfig(episodes=2, frames_per_episode=(25, 30), cameras=1, codec=codec, gop=5,
+            config = SyntheticConfig(episodes=2, frames_per_episode=(25, 30), cameras=2, codec=codec, gop=5,
                                      episodes_per_file=2)
             out[codec] = write_synthetic_dataset(tmp_path_factory.mktemp("decoder-suite") / codec, config)
         return out
@@ -120,6 +123,37 @@ class DecoderSuite:
             assert diff <= self.pixel_tolerance, f"{codec}: frame {index} differs by {diff:.2f} on average"
         pts = decoded.pts_s.cpu().double().numpy()
         assert np.all(np.abs(pts - np.asarray(timestamps)) < 0.5 / fps), f"{codec}: pts {pts} for {timestamps}"
+
+    @SUITE_SETTINGS
+    @given(data=st.data())
+    def test_runs_equal_frames_at(self, videos, data):
+        codec = data.draw(st.sampled_from(self.codecs), label="codec")
+        source, path, frames, fps = self.video(videos, codec)
+        decoder = self.make_decoder()
+        start = data.draw(st.integers(0, frames - 1), label="first frame")
+        count = data.draw(st.integers(1, min(12, frames - start)), label="frames")
+        timestamps = [(start + i) / fps for i in range(count)]
+        run = decoder.frames_in_run(source, path, timestamps)
+        single = decoder.frames_at(source, path, timestamps)
+        assert run.data.shape == single.data.shape and run.data.shape[0] == count
+        assert np.array_equal(run.data.cpu().numpy(), single.data.cpu().numpy()), f"{codec}: run != frames_at"
+        assert np.array_equal(run.pts_s.numpy(), single.pts_s.numpy())
+        assert [read_frame_code(f)[0] for f in run.data.cpu()] == list(range(start, start + count))
+
+    def test_decode_answers_each_request_in_order(self, videos):
+        meta = open_dataset(str(videos[self.codecs[0]]))
+        episode = meta.episodes[0]
+        cam0, cam1 = (episode.videos[camera_key(c)].path for c in (0, 1))
+        fps = meta.fps
+        requests = [FrameRequest(cam0, (2 / fps, 3 / fps, 4 / fps), run=True), FrameRequest(cam1, (7 / fps, 1 / fps)),
+                    FrameRequest(cam0, (9 / fps,)), FrameRequest(cam1, (5 / fps, 6 / fps), run=True)]
+        decoder = self.make_decoder()
+        got = decoder.decode(meta.source, requests)
+        assert len(got) == len(requests)
+        for request, decoded in zip(requests, got, strict=True):
+            camera = 0 if request.path == cam0 else 1
+            assert [read_frame_code(f) for f in decoded.data.cpu()] == [(round(t * fps), camera)
+                                                                          for t in request.timestamps]
 
     @pytest.mark.parametrize("where", ["before", "after"])
     def test_timestamps_outside_the_stream_are_refused(self, videos, where):
@@ -161,3 +195,15 @@ class DecoderSuite:
                                                          for t in timestamps]]
         assert all(np.array_equal(a, b) for a, b in zip(got[:3], parent, strict=True))
         assert decoder.cache.stats()["misses"] >= 2, "forked workers reused the parent's open decoders"
+
+    def test_spawned_workers(self, videos):
+        import torch.utils.data
+
+        source, path, frames, fps = self.video(videos, self.codecs[0])
+        decoder = self.make_decoder()
+        timestamps = [i / fps for i in range(0, frames, 3)]
+        expected = [read_frame_code(decoder.frames_at(source, path, [t]).data[0]) for t in timestamps]
+        assert expected == [(i, 0) for i in range(0, frames, 3)]  # the parent now holds open decoders
+        loader = torch.utils.data.DataLoader(_Decode(decoder, source, path, timestamps), batch_size=None,
+                                             num_workers=1, multiprocessing_context="spawn")
+        assert [read_frame_code(f) for f in loader] == expected

@@ -19,6 +19,7 @@ What it checks, on generated datasets (`dl.testing.synthetic`), through `dl.make
 Cut points and world shapes are drawn by hypothesis, derandomized so a run is repeatable.
 """
 
+import dataclasses
 import itertools
 from collections import Counter
 
@@ -35,6 +36,8 @@ TABULAR = SyntheticConfig(episodes=7, frames_per_episode=(5, 15), cameras=0, epi
 """No video, 7 uneven episodes over 3 files: coverage and order tests run fast and split unevenly."""
 VIDEO = SyntheticConfig(episodes=4, frames_per_episode=(12, 20), cameras=2, codec="h264", gop=4, episodes_per_file=2)
 """Two H.264 cameras, for value checks against `map`."""
+ORDER_VIDEO = dataclasses.replace(TABULAR, cameras=1, width=64, height=64, codec="h264", gop=4)
+"""`TABULAR` with one small H.264 camera (12 KB frames), for loaders whose order depends on their videos."""
 
 SUITE_SETTINGS = settings(max_examples=8, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
@@ -52,18 +55,21 @@ class LoaderSuite:
         batch_size: batch size of the DataLoaders the tests build.
         elastic_options: hypothesis strategies for factory options the elastic resume test varies, e.g.
             `{"episode_pool_size": st.integers(1, 4)}` (over `loader_options`).
+        order_dataset: the dataset of the coverage, order and resume tests (default `TABULAR`: no video, fast);
+            a loader whose order depends on its videos (the `pool` loader's decode chunks) gives `ORDER_VIDEO`.
     """
 
     loader: str = ""
     loader_options: dict = {}
     batch_size: int = 3
     elastic_options: dict = {}
+    order_dataset: SyntheticConfig = TABULAR
 
     # ------------------------------------------------------------------------------------ fixtures
     @pytest.fixture(scope="class")
     @classmethod
     def tabular_root(cls, tmp_path_factory):
-        return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "tabular", TABULAR)
+        return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "tabular", cls.order_dataset)
 
     @pytest.fixture(scope="class")
     @classmethod

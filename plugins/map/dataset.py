@@ -93,6 +93,11 @@ class MapDataset(torch.utils.data.Dataset):
         """The sampler: this loader orders and shards itself."""
         return DataLoaderNeeds(sampler=self.sampler)
 
+    def emit_uint8_frames(self) -> None:
+        """Give uint8 camera frames from now on, in this process (`dl.loader.DefersFloat`: a DataLoader worker
+        whose batches `dl.dataloader` converts after the worker boundary)."""
+        self.builder.emit_uint8()
+
     # ---------------------------------------------------------------------------- Resumable
     @property
     def epoch(self) -> int:

@@ -1,5 +1,5 @@
-"""The `pool` loader's dataset: a streaming episode pool (IterableDataset) with uniform shuffle, decode on
-exit, exact resume and rank/worker splitting."""
+"""The `pool` loader's dataset: a streaming episode pool (IterableDataset) with uniform shuffle, sequential
+decode of open chunks under a byte budget, exact and elastic resume and rank/worker splitting."""
 
 import time
 import warnings
@@ -20,8 +20,11 @@ from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables
 from dl.resume import config_hash, resume_point
 from dl.shared_counters import SharedCounters
 from dl.shuffle import ideal_distinct_fraction
+from dl.units import format_bytes, parse_bytes
 from dl.world import World, current_world, resolve_ranks
 
+from .chunk_pool import ChunkPool, PoolOrder
+from .decode_buffer import DecodeBuffer, chunk_bytes
 from .partition import partition_episodes
 from .segments import SegmentPlan, current_plan
 
@@ -38,12 +41,19 @@ class PoolDataset(torch.utils.data.IterableDataset):
     `config.world_size` (default: `dl.world.resolve_ranks`).
 
     Every (rank x DataLoader worker) pair is a consumer owning a disjoint set of episodes per epoch
-    (`dl.partition`). A consumer keeps `episode_pool_size` episodes' rows in RAM and emits a frame drawn
-    uniformly from the pool's remaining frames; a used-up episode is replaced by one drawn uniformly from
-    the consumer's remaining episodes (`dl.episode_pool`). Frames are decoded only as a sample leaves the
-    pool. Each consumer's RNG derives from (seed, epoch, rank, worker). `iter()` advances the epoch; with a
-    plain DataLoader and non-persistent workers call `set_epoch(e)`, or use `dl.ResumableDataLoader`, which
-    also saves and restores the position (`dl.resume`).
+    (`dl.partition`). A consumer keeps `episode_pool_size` episodes' rows in RAM; a used-up episode is
+    replaced by one drawn uniformly from the consumer's remaining episodes (`episode_pool`). With a decode
+    budget, a second level decodes video in order (`chunk_pool`, `decode_buffer`): the open episodes are cut
+    into chunks of `decode_chunk_frames` consecutive frames; as many episodes as the budget holds chunks are
+    active with one open chunk each, drawn in proportion to their frames left; each chunk is decoded once, in
+    order, when its first frame is drawn, and every sample is a random remaining frame of an active episode's
+    chunk, the episode drawn in proportion to its frames left. So each frame is decoded about once instead of
+    once per sample with a seek, windows included, and with as many open chunks as a consumer has episodes a
+    batch mixes as many episodes as a uniform draw would. Without a budget (or with one too small for one
+    chunk) a frame is drawn uniformly from the open episodes and decoded as it leaves the pool. Each
+    consumer's RNG derives from (seed, epoch, rank, worker). `iter()` advances the epoch; with a plain
+    DataLoader and non-persistent workers call `set_epoch(e)`, or use `dl.ResumableDataLoader`, which also
+    saves and restores the position (`dl.resume`).
 
     The source hears of each episode as the pool admits it (`Source.admit`, with its data and video files)
     and when it leaves (`Source.release`), so a remote source can fetch ahead.
@@ -54,18 +64,29 @@ class PoolDataset(torch.utils.data.IterableDataset):
             (a better shuffle) for more tabular rows held in RAM.
         drop_last: truncate every consumer to the smallest consumer's sample count, so all ranks take the
             same number of steps.
+        decode_budget: bytes of decoded frames each consumer may hold (an int, or a size such as "256M",
+            "1G"); 0 decodes each sample on its own. The open chunks are budget // (chunk frames x cameras x
+            window offsets x frame bytes); a budget too small for one chunk decodes per sample (with a
+            warning). More budget: more open chunks, batches from more episodes (a better shuffle).
+        decode_chunk_frames: consecutive frames per chunk, best a multiple of the videos' GOP (`dl diagnose`
+            shows it; LeRobot encodes with GOP 2): each chunk costs one seek.
 
     Raises:
         MissingFilesError, DlError: bad selection, delta_timestamps or options.
     """
 
     stats_merge = {"episode_pool_size": "same", "episodes_admitted": "sum", "pool_bytes_peak": "sum",
-                   "resume_fast_forward_s": "max", "shuffle_randomness_consumer_ideal": "mean"}
+                   "resume_fast_forward_s": "max", "shuffle_randomness_consumer_ideal": "mean",
+                   "decode_budget": "same", "decode_open_chunks": "same", "decode_chunk_frames": "same",
+                   "chunks_decoded": "sum", "frames_decoded": "sum", "decode_buffer_bytes_peak": "sum"}
 
     def __init__(self, meta: DatasetMeta, decoder: Decoder, config: LoaderConfig, episode_pool_size: int = 16,
-                 drop_last: bool = False):
+                 drop_last: bool = False, decode_budget: int | str = "256M", decode_chunk_frames: int = 16):
         if not isinstance(episode_pool_size, int) or episode_pool_size < 1:
             raise DlError(f"pool loader: episode_pool_size must be an integer >= 1, got {episode_pool_size!r}.")
+        if not isinstance(decode_chunk_frames, int) or decode_chunk_frames < 1:
+            raise DlError(f"pool loader: decode_chunk_frames must be an integer >= 1, got {decode_chunk_frames!r}.")
+        self.decode_budget = parse_bytes(decode_budget, "pool loader: decode_budget")
         self.pool_size, self.drop_last = episode_pool_size, bool(drop_last)
         self.meta, self.decoder, self.config = meta, decoder, config
         self.episodes = meta.select(config.episodes)
@@ -79,9 +100,28 @@ class PoolDataset(torch.utils.data.IterableDataset):
         check_streams(meta, decoder, self.episodes[0])
         working_set = self.pool_size * max(len(meta.video_keys), 1)
         decoder.cache.resize(min(working_set, MAX_DECODERS))
-        self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us"))
+        self.order = self._order(decode_chunk_frames)
+        self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",
+                                        "frames_decoded", "decode_buffer_bytes_peak"))
         self.epoch = 0
         self._resume: ResumePosition | None = None  # for self.epoch
+
+    def _order(self, chunk_frames: int) -> PoolOrder:
+        """The emission order's configuration: chunks open at once from the budget (0: per-sample decode)."""
+        if not self.decode_budget or not self.meta.video_keys:
+            return PoolOrder(self.pool_size)
+        per_chunk = chunk_bytes(self.meta, chunk_frames, self.builder.deltas)
+        if self.decode_budget < per_chunk:
+            warnings.warn(f"pool loader: decode_budget {format_bytes(self.decode_budget)}B holds no chunk of "
+                          f"{chunk_frames} frames ({format_bytes(per_chunk)}B with {len(self.meta.video_keys)} "
+                          "camera(s) and their window offsets); decoding each sample on its own. Raise decode_budget "
+                          "or lower decode_chunk_frames to decode in order.", stacklevel=3)
+            return PoolOrder(self.pool_size)
+        return PoolOrder(self.pool_size, chunk_frames, self.decode_budget // per_chunk)
+
+    def emit_uint8_frames(self) -> None:
+        """Give uint8 camera frames from now on, in this process (`dl.loader.DefersFloat`)."""
+        self.builder.emit_uint8()
 
     # ----------------------------------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
@@ -90,9 +130,13 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.epoch, self._resume = epoch, None
 
     def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
-        """What a resume must not change: the episodes, pool size, seed and drop_last."""
-        return {"episodes": config_hash([ep.index for ep in self.episodes]), "episode_pool_size": self.pool_size,
-                "seed": self.config.seed, "drop_last": self.drop_last}
+        """What a resume must not change: the episodes, pool size, seed and drop_last, and with chunks the chunk
+        length and the number of open chunks (the decode budget counts only through it)."""
+        invariants = {"episodes": config_hash([ep.index for ep in self.episodes]),
+                      "episode_pool_size": self.pool_size, "seed": self.config.seed, "drop_last": self.drop_last}
+        if self.order.open_chunks:
+            invariants.update(decode_chunk_frames=self.order.chunk_frames, decode_open_chunks=self.order.open_chunks)
+        return invariants
 
     def resume_shape(self, batch_size: int, num_workers: int) -> dict:
         """What a resume may change: world size, DataLoader workers (0 and 1 are the same: one consumer per
@@ -122,7 +166,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         """What every consumer of `world`'s shape streams in `epoch`: the whole epoch, or after an elastic
         resume what the earlier shapes left (`position.segments`)."""
         segments = position.segments if position is not None else ()
-        return current_plan(self.lengths, segments, world.world_size, world.num_workers, self.pool_size,
+        return current_plan(self.lengths, segments, world.world_size, world.num_workers, self.order,
                             self.config.seed, epoch, self.drop_last)
 
     def _warn_uneven(self, world: World, parts: list[np.ndarray], counts: list[int]) -> None:
@@ -156,7 +200,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         return self._stream(world, epoch, plan, skip, time.perf_counter() - t0)
 
     def _stream(self, world: World, epoch: int, plan: SegmentPlan, skip: int, replay_s: float):
-        pool = plan.pool(world.consumer, self.lengths, self.pool_size, self.config.seed, epoch)
+        pool = plan.pool(world.consumer, self.lengths, self.order, self.config.seed, epoch)
         count = plan.counts[world.consumer]
         t0 = time.perf_counter()
         for _ in range(skip):  # fast-forward: order only, no reads, no decode
@@ -166,6 +210,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         for e in pool.open_episodes():  # the pool as it stands: announce what it will read
             self._admit(e)
         pool.on_admit = self._admit
+        buffer = DecodeBuffer(self.builder, self.counters) if isinstance(pool, ChunkPool) else None
         rows: dict[int, EpisodeArrays] = {}
         try:
             for _ in range(count - skip):
@@ -175,12 +220,18 @@ class PoolDataset(torch.utils.data.IterableDataset):
                     arrays = rows[e] = self._read(e)
                     self.counters.add("episodes_admitted")
                     self.counters.set_max("pool_bytes_peak", sum(a.nbytes for x in rows.values() for a in x.values()))
+                episode = self.episodes[e]
                 sample, queries = self.builder.tabular(arrays, row)
+                decoded = None
+                if buffer is not None:  # the frames come from the chunk's decoded run(s)
+                    decoded = buffer.frames(pool.chunk, episode, arrays, self.builder.requests(episode, queries))
+                    if pool.chunk.closed:
+                        buffer.drop(pool.chunk)
                 if last:
                     del rows[e]
-                sample = self.builder.decode(self.episodes[e], sample, queries)  # decode on exit
+                sample = self.builder.decode(episode, sample, queries, decoded)  # decode on exit
                 if last:
-                    self.meta.source.release(self.episodes[e].index)
+                    self.meta.source.release(episode.index)
                 yield sample
         finally:
             pool.on_admit = None
@@ -206,7 +257,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
         """Pool figures for `dl run`: pool size; episodes admitted (read into a pool, replays excluded) and
         peak pool bytes (tabular rows held), summed over consumers; the shuffle ceiling of this split (the
         mean over consumers of the expected distinct-episode fraction of a batch drawn uniformly from that
-        consumer's frames: a batch comes from one worker, so no loader can beat it); and, once a resume
+        consumer's frames: a batch comes from one worker, so no loader can beat it); the decode budget per
+        consumer, the chunks open at once it allows and their length, chunks and frames decoded (summed over
+        consumers: frames decoded per sample, near 1 in `single` mode, shows each frame decoded about once) and
+        the peak bytes of decoded frames held, summed over consumers (<= budget x consumers); and, once a resume
         happened, the longest worker replay (s)."""
         totals = self.counters.total()
         world = World(self.rank, self.world_size, 0, max(num_workers, 1))
@@ -214,6 +268,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
         ideal = [ideal_distinct_fraction(self.lengths[p], batch_size) for p in parts if len(p)]
         stats = {"episode_pool_size": self.pool_size, "episodes_admitted": totals["episodes_admitted"],
                  "pool_bytes_peak": totals["pool_bytes_peak"],
-                 "shuffle_randomness_consumer_ideal": round(float(np.mean(ideal)), 4) if ideal else None}
+                 "shuffle_randomness_consumer_ideal": round(float(np.mean(ideal)), 4) if ideal else None,
+                 "decode_budget": self.decode_budget, "decode_open_chunks": self.order.open_chunks,
+                 "decode_chunk_frames": self.order.chunk_frames, "chunks_decoded": totals["chunks_decoded"],
+                 "frames_decoded": totals["frames_decoded"],
+                 "decode_buffer_bytes_peak": totals["decode_buffer_bytes_peak"]}
         replay_us = int(self.counters.values[:, self.counters.names.index("fast_forward_us")].max())
         return {**stats, "resume_fast_forward_s": replay_us / 1e6} if replay_us else stats

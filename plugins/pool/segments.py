@@ -10,6 +10,7 @@ from dl.elastic import Segment
 from dl.resume import resume_point
 from dl.seeding import ELASTIC, POOL, epoch_rng
 
+from .chunk_pool import ChunkPool, PoolOrder
 from .episode_pool import EpisodePool
 from .partition import deal_balanced, partition_episodes
 
@@ -32,16 +33,17 @@ class SegmentPlan:
     rows: list[list[np.ndarray]] | None
     counts: list[int]
 
-    def pool(self, consumer: int, lengths: np.ndarray, pool_size: int, seed: int, epoch: int) -> EpisodePool:
+    def pool(self, consumer: int, lengths: np.ndarray, order: PoolOrder, seed: int,
+             epoch: int) -> EpisodePool | ChunkPool:
         """The consumer's emission order (segment 0: the pool loader's usual order for (seed, epoch, rank,
         worker); later segments: their own generators)."""
         rank, worker = divmod(consumer, self.num_workers)
         owned = self.episodes[consumer]
         if self.rows is None:
-            return EpisodePool(owned, lengths[owned], pool_size, epoch_rng(seed, epoch, POOL, rank, worker))
+            return order.make(owned, lengths[owned], epoch_rng(seed, epoch, POOL, rank, worker))
         rows = self.rows[consumer]
         rng = epoch_rng(seed, epoch, ELASTIC, self.index, rank, worker)
-        return EpisodePool(owned, np.array([len(r) for r in rows], dtype=np.int64), pool_size, rng, rows)
+        return order.make(owned, np.array([len(r) for r in rows], dtype=np.int64), rng, rows)
 
 
 def _counts(frames: list[int], drop_last: bool) -> list[int]:
@@ -67,7 +69,7 @@ def later_plan(index: int, remainder: dict[int, np.ndarray], world_size: int, nu
     return SegmentPlan(index, num_workers, episodes, rows, _counts([int(left[p].sum()) for p in parts], drop_last))
 
 
-def emitted(plan: SegmentPlan, segment: Segment, lengths: np.ndarray, pool_size: int, seed: int,
+def emitted(plan: SegmentPlan, segment: Segment, lengths: np.ndarray, order: PoolOrder, seed: int,
             epoch: int) -> dict[int, list[int]]:
     """The rows each episode (position) had emitted when `segment` (of `plan`'s shape) ended: every
     consumer's order replayed to the count `dl.resume.resume_point` gives for its rank's batches."""
@@ -80,7 +82,7 @@ def emitted(plan: SegmentPlan, segment: Segment, lengths: np.ndarray, pool_size:
         else:
             produced, _ = resume_point(batches, batch_size, counts)
         for worker, k in enumerate(produced):
-            pool = plan.pool(rank * n + worker, lengths, pool_size, seed, epoch)
+            pool = plan.pool(rank * n + worker, lengths, order, seed, epoch)
             for _ in range(k):
                 e, row, _ = next(pool)
                 out.setdefault(e, []).append(row)
@@ -88,13 +90,13 @@ def emitted(plan: SegmentPlan, segment: Segment, lengths: np.ndarray, pool_size:
 
 
 def current_plan(lengths: np.ndarray, segments: tuple[Segment, ...], world_size: int, num_workers: int,
-                 pool_size: int, seed: int, epoch: int, drop_last: bool) -> SegmentPlan:
+                 order: PoolOrder, seed: int, epoch: int, drop_last: bool) -> SegmentPlan:
     """The plan of the current segment, after the ended `segments` of this epoch (none: segment 0)."""
     shapes = [_shape(s) for s in segments] + [(world_size, num_workers)]
     plan = first_plan(lengths, *shapes[0], seed, epoch, drop_last)
     remainder = {e: np.arange(n, dtype=np.int64) for e, n in enumerate(lengths)}
     for index, segment in enumerate(segments, 1):
-        for e, rows in emitted(plan, segment, lengths, pool_size, seed, epoch).items():
+        for e, rows in emitted(plan, segment, lengths, order, seed, epoch).items():
             remainder[e] = np.setdiff1d(remainder[e], rows, assume_unique=True)
         plan = later_plan(index, remainder, *shapes[index], seed, epoch, drop_last)
     return plan

@@ -1,0 +1,112 @@
+"""Decoder `nvdec`: torchcodec on `device="cuda"`, the GPU's NVDEC engine; frames stay on the GPU.
+
+A CUDA context cannot cross a fork, so this decoder asks for `spawn` DataLoader workers and no `pin_memory`
+(the frames are already on the GPU); `dl.dataloader.build_dataloader` and `dl run --decoder nvdec` arrange both
+and record them. Open decoders live in the process-local cache, dropped on fork and never pickled."""
+
+from dl.dataloader import DataLoaderNeeds
+from dl.decoder import DecodedFrames, Decoder
+from dl.decoder_cache import DecoderCache
+from dl.errors import DlError, VideoDecodeError
+from dl.hookspecs import hookimpl
+from dl.source import Source
+from dl.torchcodec_video import SEEK_MODES, decode_frames, decoder_bytes, open_video, stream_facts
+
+FIX = ("Decode on the CPU (--decoder cpu), or re-encode the videos to H.264 or HEVC, which every NVDEC "
+       "generation decodes (e.g. ffmpeg -i IN.mp4 -c:v libx264 -g 2 -crf 18 OUT.mp4).")
+
+
+def cuda_problems() -> list[str]:
+    """Why this machine cannot decode on an NVIDIA GPU with torchcodec, one reason per item (empty: it can):
+    torch without CUDA or without a visible GPU, torchcodec built without CUDA."""
+    import torch
+
+    problems = []
+    if torch.version.cuda is None:
+        problems.append(f"torch {torch.__version__} is a CPU build (no CUDA)")
+    elif not torch.cuda.is_available():
+        problems.append(f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU (is the NVIDIA driver "
+                        "loaded? CUDA_VISIBLE_DEVICES?)")
+    try:
+        import torchcodec
+    except ImportError as exc:
+        problems.append(f"torchcodec cannot be imported ({exc})")
+    else:
+        if "+cpu" in torchcodec.__version__:
+            problems.append(f"torchcodec {torchcodec.__version__} is built without CUDA (install the CUDA build of "
+                            "torchcodec that matches torch)")
+    return problems
+
+
+def unsupported_codec_message(url: str, path: str, codec: str, gpu: str) -> str:
+    """The error for a stream this GPU's NVDEC cannot decode (torchcodec would silently decode it on the CPU)."""
+    hint = (" A100 and H100 have no AV1 NVDEC; Ada GPUs (L4, L40, RTX 40xx) and newer do, and AV1 is LeRobot's "
+            "default codec." if codec == "av1" else "")
+    return f"{url}/{path} is {codec}, which the NVDEC engine of this GPU ({gpu}) cannot decode.{hint} {FIX}"
+
+
+class NvdecDecoder(Decoder):
+    """torchcodec `VideoDecoder` on an NVIDIA GPU (NVDEC), frames returned on the GPU (uint8 `[N, C, H, W]`
+    on `device`), with an LRU of open decoders per process.
+
+    Args:
+        device: the CUDA device, e.g. "cuda" or "cuda:1".
+        cache_size: decoders kept open per process.
+        cache_bytes: the most memory the open decoders of one process may hold (estimated at 8 YUV frames each).
+        seek_mode: "auto" (approximate where the container header is trustworthy, exact where not),
+            "approximate" or "exact", as for `cpu`.
+
+    Raises:
+        DlError: no usable GPU: torch or torchcodec built without CUDA, or no GPU visible; the message says which
+            and suggests the `cpu` decoder.
+    """
+
+    name = "nvdec"
+
+    def __init__(self, device: str = "cuda", cache_size: int = 16, cache_bytes: int = 512_000_000,
+                 seek_mode: str = "auto"):
+        if seek_mode not in SEEK_MODES:
+            raise DlError(f"decoder nvdec: seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}.")
+        if not str(device).startswith("cuda"):
+            raise DlError(f"decoder nvdec: device must be a CUDA device such as 'cuda' or 'cuda:0', got {device!r}.")
+        problems = cuda_problems()
+        if problems:
+            raise DlError(f"decoder nvdec needs an NVIDIA GPU that torch and torchcodec can use: "
+                          f"{'; '.join(problems)}. Use --decoder cpu (torchcodec on the CPU) on this machine.")
+        self.device, self.seek_mode = str(device), seek_mode
+        self.cache = DecoderCache(cache_size, cache_bytes, _bytes_of)
+
+    def _open(self, source: Source, path: str):
+        decoder = open_video(source, path, seek_mode=self.seek_mode, device=self.device)
+        if decoder.cpu_fallback:  # torchcodec decodes a stream NVDEC cannot on the CPU, silently
+            import torch
+
+            gpu = torch.cuda.get_device_name(torch.device(self.device))
+            raise VideoDecodeError(unsupported_codec_message(source.url, path, decoder.metadata.codec, gpu))
+        return decoder
+
+    def _decoder(self, source: Source, path: str):
+        return self.cache.get((source.url, path), lambda: self._open(source, path))
+
+    def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        return decode_frames(self._decoder(source, path), source, path, timestamps, run=False)
+
+    def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        return decode_frames(self._decoder(source, path), source, path, timestamps, run=True)
+
+    def probe(self, source: Source, path: str) -> dict:
+        """Stream facts and seek mode; raises `VideoDecodeError` when this GPU cannot decode the stream."""
+        return stream_facts(self._open(source, path))
+
+    def dataloader_needs(self) -> DataLoaderNeeds:
+        """`spawn` workers (a CUDA context does not survive fork) and no `pin_memory` (frames are on the GPU)."""
+        return DataLoaderNeeds(multiprocessing_context="spawn", pin_memory=False)
+
+
+def _bytes_of(decoder) -> int:
+    return decoder_bytes(decoder, 8)
+
+
+@hookimpl
+def register_decoders(register):
+    register("nvdec", NvdecDecoder, "torchcodec on an NVIDIA GPU (NVDEC), frames stay on the GPU; spawn workers")
