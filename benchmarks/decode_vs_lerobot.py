@@ -153,7 +153,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=15.0, help="steady window per run, s")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pool-size", type=int, default=32)
-    parser.add_argument("--chunk", type=int, default=12, help="pool decode_chunk_frames")
+    parser.add_argument("--chunk", default="auto", help="pool decode_chunk_frames: frames, or auto")
     parser.add_argument("--out", default="decode_vs_lerobot.json")
     args = parser.parse_args()
     if not Path(args.anchor_dir, "venv", "bin", "python").is_file():

@@ -71,7 +71,7 @@ def test_dl_plugins_json_lists_builtins():
     pool = {o["name"]: o for o in got[("loader", "pool")]["options"]}
     assert {k: (o["default"], o["required"]) for k, o in pool.items()} == {
         "episode_pool_size": (16, False), "drop_last": (False, False), "decode_budget": ("256M", False),
-        "decode_chunk_frames": (16, False)}
+        "decode_chunk_frames": ("auto", False)}
     assert "episodes open at once per consumer" in pool["episode_pool_size"]["help"]
     assert got[("loader", "map")]["options"] == []
     cpu = {o["name"]: o["default"] for o in got[("decoder", "cpu")]["options"]}

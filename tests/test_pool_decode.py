@@ -133,7 +133,7 @@ def test_decoded_bytes_stay_within_the_budget(video_root):
 
 def test_a_budget_too_small_for_one_chunk_decodes_per_sample(video_root, monkeypatch):
     with pytest.warns(UserWarning, match="holds no chunk of 16 frames .* decoding each sample on its own"):
-        ds = pool(video_root, decode_budget=FRAME)
+        ds = pool(video_root, decode_budget=FRAME, decode_chunk_frames=16)
     assert ds.order.open_chunks == 0
     requests = record_requests(ds, monkeypatch)
     assert sorted(int(s["index"]) for s in ds) == every_index(ds)
@@ -145,6 +145,18 @@ def test_no_budget_no_warning_and_the_chunk_level_off(video_root):
         warnings.simplefilter("error")
         ds = pool(video_root, decode_budget=0)
     assert ds.order.open_chunks == 0 and "decode_open_chunks" not in ds.resume_invariants(3, 0)
+
+
+@pytest.mark.parametrize(("pool_size", "budget", "chunk_frames", "open_chunks"),
+                         [(3, 3 * 5 * FRAME, 5, 3),  # the longest chunk that keeps one open per open episode
+                          (9, 5 * 5 * FRAME, 5, 5),  # 5 episodes: the pool never holds more
+                          (3, 10**9, 16, 10**9 // (16 * FRAME)),  # capped at MAX_AUTO_CHUNK_FRAMES
+                          (3, 2 * FRAME, 1, 2)])  # not even a frame per open episode: single frames
+def test_auto_chunk_frames_fit_a_chunk_per_open_episode(video_root, pool_size, budget, chunk_frames, open_chunks):
+    ds = pool(video_root, episode_pool_size=pool_size, decode_budget=budget)
+    assert (ds.order.chunk_frames, ds.order.open_chunks) == (chunk_frames, open_chunks)
+    assert ds.stats(0, 4)["decode_chunk_frames"] == chunk_frames
+    assert sorted(int(s["index"]) for s in ds) == every_index(ds)
 
 
 def test_default_budget_decodes_in_chunks(video_root):
