@@ -5,7 +5,7 @@ import re
 
 import torch
 
-from .decoder import DecodedFrames
+from .decoder import DecodedFrames, Decoder
 from .errors import VideoDecodeError
 from .source import Source
 
@@ -98,3 +98,23 @@ def reason(exc: Exception) -> str:
     """torchcodec's message without the C++ source location it starts with ("SingleStreamDecoder,
     /path/File.cpp:52, Could not open input file: ..." -> "Could not open input file: ...")."""
     return re.sub(r"^.*?\.cpp:\d+, ", "", str(exc), flags=re.S)
+
+
+class TorchcodecDecoder(Decoder):
+    """The part of a torchcodec-backed decoder plugin that does not depend on the device: open `VideoDecoder`s
+    kept in `cache`, keyed by (source URL, path), and frames read through `decode_frames`. A subclass says how
+    a file is opened (`_open`: device, threads, the checks it makes) and gives `probe`."""
+
+    def _open(self, source: Source, path: str):
+        """A torchcodec `VideoDecoder` for `path` (see `open_video`)."""
+        raise NotImplementedError
+
+    def _decoder(self, source: Source, path: str):
+        return self.cache.get((source.url, path), lambda: self._open(source, path))
+
+    def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        return decode_frames(self._decoder(source, path), source, path, timestamps, run=False)
+
+    def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        """One seek, then the frames in order (`get_frames_in_range`); not a run: as `frames_at`."""
+        return decode_frames(self._decoder(source, path), source, path, timestamps, run=True)

@@ -6,16 +6,16 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from dl.decoder import DecodedFrames, Decoder, FrameRequest
+from dl.decoder import DecodedFrames, FrameRequest
 from dl.decoder_cache import DecoderCache
 from dl.errors import DlError
 from dl.hookspecs import hookimpl
 from dl.source import Source
-from dl.torchcodec_video import SEEK_MODES, decode_frames, decoder_bytes, open_video, stream_facts
+from dl.torchcodec_video import SEEK_MODES, TorchcodecDecoder, decode_frames, decoder_bytes, open_video, stream_facts
 from dl.world import process_cores
 
 
-class CpuDecoder(Decoder):
+class CpuDecoder(TorchcodecDecoder):
     """torchcodec `VideoDecoder` on the CPU with an LRU of open decoders per process.
 
     Args:
@@ -60,17 +60,7 @@ class CpuDecoder(Decoder):
     def _open(self, source: Source, path: str):
         return open_video(source, path, seek_mode=self.seek_mode, num_threads=self.num_threads, device="cpu")
 
-    def _decoder(self, source: Source, path: str):
-        return self.cache.get((source.url, path), lambda: self._open(source, path))
-
     # ------------------------------------------------------------------------------------ decoding
-    def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=False)
-
-    def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
-        """One seek, then the frames in order (`get_frames_in_range`); not a run: as `frames_at`."""
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=True)
-
     def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
         """The requests' files decoded in `camera_threads` threads (one file's requests stay in one thread:
         a decoder is not shared between threads); decoders are opened in the calling thread."""

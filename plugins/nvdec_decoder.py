@@ -5,12 +5,11 @@ A CUDA context cannot cross a fork, so this decoder asks for `spawn` DataLoader 
 and record them. Open decoders live in the process-local cache, dropped on fork and never pickled."""
 
 from dl.dataloader import DataLoaderNeeds
-from dl.decoder import DecodedFrames, Decoder
 from dl.decoder_cache import DecoderCache
 from dl.errors import DlError, VideoDecodeError
 from dl.hookspecs import hookimpl
 from dl.source import Source
-from dl.torchcodec_video import SEEK_MODES, decode_frames, decoder_bytes, open_video, stream_facts
+from dl.torchcodec_video import SEEK_MODES, TorchcodecDecoder, decoder_bytes, open_video, stream_facts
 
 FIX = ("Decode on the CPU (--decoder cpu), or re-encode the videos to H.264 or HEVC, which every NVDEC "
        "generation decodes (e.g. ffmpeg -i IN.mp4 -c:v libx264 -g 2 -crf 18 OUT.mp4).")
@@ -45,7 +44,7 @@ def unsupported_codec_message(url: str, path: str, codec: str, gpu: str) -> str:
     return f"{url}/{path} is {codec}, which the NVDEC engine of this GPU ({gpu}) cannot decode.{hint} {FIX}"
 
 
-class NvdecDecoder(Decoder):
+class NvdecDecoder(TorchcodecDecoder):
     """torchcodec `VideoDecoder` on an NVIDIA GPU (NVDEC), frames returned on the GPU (uint8 `[N, C, H, W]`
     on `device`), with an LRU of open decoders per process.
 
@@ -84,15 +83,6 @@ class NvdecDecoder(Decoder):
             gpu = torch.cuda.get_device_name(torch.device(self.device))
             raise VideoDecodeError(unsupported_codec_message(source.url, path, decoder.metadata.codec, gpu))
         return decoder
-
-    def _decoder(self, source: Source, path: str):
-        return self.cache.get((source.url, path), lambda: self._open(source, path))
-
-    def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=False)
-
-    def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=True)
 
     def probe(self, source: Source, path: str) -> dict:
         """Stream facts and seek mode; raises `VideoDecodeError` when this GPU cannot decode the stream."""
