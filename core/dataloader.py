@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import torch.utils.data
 
 from .errors import PluginError
-from .signals import worker_signals
 
 if TYPE_CHECKING:
     from .loader import Loader
@@ -100,16 +99,14 @@ def quiet_fd_sharing() -> None:
 
 
 class WorkerInit:
-    """The `worker_init_fn` dl gives every DataLoader: `dl.signals.worker_signals()`, `quiet_fd_sharing()`,
-    with `emit_uint8` the worker's copy of the loader told to give uint8 camera frames (`dl.loader.DefersFloat`:
-    the main process converts them), then the plugins' own `worker_init_fn` (picklable, so spawned workers
-    get it too)."""
+    """The `worker_init_fn` dl gives every DataLoader: `quiet_fd_sharing()`, with `emit_uint8` the worker's copy
+    of the loader told to give uint8 camera frames (`dl.loader.DefersFloat`: the main process converts them),
+    then the plugins' own `worker_init_fn` (picklable, so spawned workers get it too)."""
 
     def __init__(self, then: Callable | None = None, emit_uint8: bool = False):
         self.then, self.emit_uint8 = then, emit_uint8
 
     def __call__(self, worker_id: int) -> None:
-        worker_signals()
         quiet_fd_sharing()
         if self.emit_uint8:
             torch.utils.data.get_worker_info().dataset.emit_uint8_frames()

@@ -6,8 +6,6 @@ import socket
 import subprocess
 import time
 
-import psutil
-
 from dl.hookspecs import hookimpl
 from dl.scheduler import Run, RunStatus, Scheduler, Submission
 
@@ -69,9 +67,8 @@ class LocalScheduler(Scheduler):
                     proc.kill()
                     codes.append(proc.wait())
                     detail = f"timed out after {self.timeout_s} s"
-        except BaseException as exc:  # Ctrl-C or SIGTERM in this process: the runs must not outlive it
-            # a terminal's Ctrl-C reached the runs too: let them unwind before asking again
-            _stop(procs, settle_s=5.0 if isinstance(exc, KeyboardInterrupt) else 0.0)
+        except BaseException:  # Ctrl-C or SIGTERM in this process: the runs must not outlive it
+            _stop(procs)
             raise
         worst = next((c for c in codes if c != 0), 0)
         if detail is None and worst < 0:
@@ -86,40 +83,19 @@ def _signal_name(number: int) -> str:
         return str(number)
 
 
-def _stop(procs: list[subprocess.Popen], settle_s: float = 0.0, grace_s: float = 10.0) -> None:
-    """Stop the run processes and everything they started: wait up to `settle_s` seconds for runs that already
-    got the signal, SIGTERM those still alive (each stops its DataLoader workers as it unwinds), SIGKILL those
-    that have not exited `grace_s` seconds later, then SIGKILL any of their descendants still alive (a worker
-    orphaned mid-shutdown would otherwise keep running and hold this terminal's output open)."""
-    descendants = []
-    for proc in procs:
-        try:
-            descendants += psutil.Process(proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            pass
-    _wait(procs, settle_s)
+def _stop(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
+    """SIGTERM every run process still alive (each stops its DataLoader workers as it unwinds), then SIGKILL
+    those that have not exited after `grace_s` seconds."""
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
-    _wait(procs, grace_s)
+    deadline = time.monotonic() + grace_s
     for proc in procs:
-        if proc.poll() is None:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    for child in descendants:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
-
-
-def _wait(procs: list[subprocess.Popen], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def _free_port() -> int:
