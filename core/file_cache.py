@@ -82,6 +82,7 @@ class PrefetchCache:
         self._queued: deque[str] = deque()
         self._cond = threading.Condition()
         self._workers: list[threading.Thread] = []
+        self._copies = 0  # numbers each local copy, so a re-admitted file never shares a path with one in flight
         self._closed = False
         self.dir: Path | None = None
 
@@ -104,7 +105,8 @@ class PrefetchCache:
             for rel, size in files.items():
                 entry = self._entries.get(rel)
                 if entry is None:
-                    name = hashlib.sha1(rel.encode()).hexdigest()[:20] + os.path.splitext(rel)[1]
+                    self._copies += 1
+                    name = f"{hashlib.sha1(rel.encode()).hexdigest()[:20]}-{self._copies}{os.path.splitext(rel)[1]}"
                     entry = self._entries[rel] = _Entry(rel, int(size), str(self.dir / name))
                     self._waiting.append(rel)
                 entry.keys.add(key)
@@ -247,10 +249,12 @@ class PrefetchCache:
         return {**{r: p for r, p in self.inherited.items() if os.path.exists(p)}, **ready}
 
     def close(self) -> None:
-        """Stop the download threads after their current file and delete this process's folder."""
+        """Stop the download threads, waiting for their current file, and delete this process's folder."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        for worker in self._workers:
+            worker.join()
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -129,6 +129,37 @@ def test_release_during_download_deletes_the_file_after_it(tmp_path):
     cache.close()
 
 
+def test_a_file_readmitted_while_its_old_download_runs_keeps_its_new_copy(tmp_path):
+    remote = Remote({"a": b"1" * 10})
+    first_started, first_gate = threading.Event(), threading.Event()
+    original = remote.download
+
+    def download(rel, size, out):
+        if not first_started.is_set():  # the first download waits until the second one is done
+            first_started.set()
+            assert first_gate.wait(timeout=30)
+        original(rel, size, out)
+
+    reserved, first_ended = [], threading.Event()
+
+    def on_reserved(n):  # 10 for the first copy, 20 with the second, 10 once the first download has ended
+        reserved.append(n)
+        if reserved == [10, 20, 10]:
+            first_ended.set()
+
+    cache = PrefetchCache(tmp_path, 100, download, threads=1, on_reserved=on_reserved)
+    cache.admit(0, sizes(remote, "a"))
+    assert first_started.wait(timeout=30)
+    cache.release(0)  # the first download is still running
+    cache.admit(1, sizes(remote, "a"))
+    path = cache.local_path("a")  # this thread takes the second download over
+    first_gate.set()
+    assert first_ended.wait(timeout=30)  # the first download ended and deleted its own copy, not the second one
+    assert open(path, "rb").read() == remote.files["a"]
+    assert remote.fetched == ["a", "a"] and cache.reserved == 10
+    cache.close()
+
+
 def test_run_folders_of_dead_processes_are_removed(tmp_path):
     stale = tmp_path / "run-999999999-1"
     stale.mkdir()
@@ -160,6 +191,6 @@ def test_reservations_never_exceed_the_limit_and_all_go(tmp_path_factory, ops):
             held.discard(key)
     for key in held:
         cache.release(key)
+    cache.close()  # waits for downloads still in flight: a released one unreserves when it ends
     assert 0 <= min(peaks, default=0) and max(peaks, default=0) <= 60
     assert cache.reserved == 0
-    cache.close()
