@@ -58,9 +58,9 @@ cli.add_command(report)
 
 def main():
     """Console-script entry point."""
-    from dl.signals import Terminated, raise_on_sigterm
+    from dl.signals import Terminated, stop_once_on_signals
 
-    raise_on_sigterm()
+    stop_once_on_signals()
     try:
         cli.main(prog_name="dl", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -1,6 +1,9 @@
-"""SIGTERM as an exception, so `dl` and its run processes unwind like on Ctrl-C (DataLoader workers and
-child processes are stopped on the way out) instead of dying with work still running."""
+"""Ctrl-C and SIGTERM as exceptions, raised once, so `dl` and its run processes unwind (DataLoader workers and
+child processes are stopped on the way out) instead of dying with work still running, and a second signal
+cannot cut that unwinding short and orphan a worker: a terminal's Ctrl-C reaches every process of its group,
+and the parent's SIGTERM follows it."""
 
+import os
 import signal
 
 
@@ -9,10 +12,27 @@ class Terminated(BaseException):
     KeyboardInterrupt, so `except Exception` blocks do not swallow it)."""
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated()
+_installed_in: int | None = None  # the pid that called stop_once_on_signals (forked children inherit the handler)
 
 
-def raise_on_sigterm() -> None:
-    """From now on SIGTERM raises `Terminated` in this process's main thread."""
-    signal.signal(signal.SIGTERM, _raise_terminated)
+def _stop_once(signum, frame):
+    if os.getpid() != _installed_in:  # a forked child, e.g. a DataLoader worker: Python's default behaviour
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if signum == signal.SIGTERM:
+            os.kill(os.getpid(), signal.SIGTERM)  # ends it, as torch's shutdown expects of a worker it terminates
+        raise KeyboardInterrupt  # torch's worker loop ends quietly on it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+
+def stop_once_on_signals() -> None:
+    """From now on, in this process's main thread, the first SIGINT raises KeyboardInterrupt and the first SIGTERM
+    raises `Terminated`; SIGINT and SIGTERM are ignored after it while the process unwinds (a parent that must not
+    wait for ever follows up with SIGKILL, as `dl`'s local scheduler and SLURM do). A forked child that has not
+    set its own handlers gets Python's defaults: SIGINT raises KeyboardInterrupt, SIGTERM ends it."""
+    global _installed_in
+    _installed_in = os.getpid()
+    signal.signal(signal.SIGINT, _stop_once)
+    signal.signal(signal.SIGTERM, _stop_once)

@@ -6,6 +6,8 @@ import socket
 import subprocess
 import time
 
+import psutil
+
 from dl.hookspecs import hookimpl
 from dl.scheduler import Run, RunStatus, Scheduler, Submission
 
@@ -84,9 +86,16 @@ def _signal_name(number: int) -> str:
 
 
 def _stop(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
-    """SIGTERM every run process still alive (each stops its DataLoader workers as it unwinds), then SIGKILL
-    those that have not exited after `grace_s` seconds."""
+    """Stop the run processes and everything they started: SIGTERM each one still alive (one already unwinding
+    from a terminal's Ctrl-C ignores it, see `dl.signals`; each stops its DataLoader workers on the way out),
+    SIGKILL those that have not exited after `grace_s` seconds, then SIGKILL any descendant still alive (a
+    worker orphaned by that would otherwise keep running and hold the terminal's output open)."""
+    descendants = []
     for proc in procs:
+        try:
+            descendants += psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            pass
         if proc.poll() is None:
             proc.terminate()
     deadline = time.monotonic() + grace_s
@@ -96,6 +105,11 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def _free_port() -> int:

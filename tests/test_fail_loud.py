@@ -194,12 +194,16 @@ def gone(processes, within_s=30.0) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize(("how", "code", "says"), [
     ("ctrl-c", 130, "Error: interrupted (Ctrl-C); runs in progress were stopped."),
+    ("ctrl-c twice", 130, "Error: interrupted (Ctrl-C); runs in progress were stopped."),
     ("sigterm", 143, "Error: terminated (SIGTERM); runs in progress were stopped."),
 ])
 def test_interrupting_dl_stops_its_runs_and_workers(small_dataset, tmp_path, how, code, says):
     proc, kids = start_long_run(small_dataset, tmp_path)
-    if how == "ctrl-c":
+    if how.startswith("ctrl-c"):
         os.killpg(proc.pid, signal.SIGINT)  # the terminal sends it to the whole foreground process group
+        if how == "ctrl-c twice":  # an impatient user: the second one must not cut the workers' shutdown short
+            time.sleep(0.5)
+            os.killpg(proc.pid, signal.SIGINT)
     else:
         proc.send_signal(signal.SIGTERM)  # only to dl itself: it must stop its run process and workers
     out, err = proc.communicate(timeout=60)

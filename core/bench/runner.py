@@ -28,7 +28,7 @@ from ..dataloader import build_dataloader, quiet_fd_sharing
 from ..errors import DlError, describe
 from ..loader import ReportsStats, Resumable
 from ..shuffle import distinct_episode_fraction, ideal_distinct_fraction
-from ..signals import Terminated, raise_on_sigterm
+from ..signals import Terminated, stop_once_on_signals
 from ..world import resolve_ranks
 from .ceiling import ceiling_shares, decode_ceiling
 from .memory import PeakRssMonitor, tree_pss_bytes
@@ -338,7 +338,7 @@ def main(argv: list[str]) -> int:
 
     from .progress import rich_progress
 
-    raise_on_sigterm()
+    stop_once_on_signals()
     quiet_fd_sharing()
     spec_path, result_path = argv
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
