@@ -100,11 +100,20 @@ def test_a_failed_download_fails_every_reader(tmp_path):
 
 def test_a_reader_takes_over_a_queued_download(tmp_path):
     remote = Remote({"a": b"1" * 10, "b": b"2" * 10})
-    remote.gate.clear()
-    cache = PrefetchCache(tmp_path, 100, remote.download, threads=1)
-    cache.admit(0, sizes(remote, "a", "b"))  # the only thread takes "a" and waits at the gate
-    threading.Timer(0.2, remote.gate.set).start()
+    a_started, b_read = threading.Event(), threading.Event()
+
+    def download(rel, size, out):
+        if rel == "a":  # holds the only download thread until "b" has been read
+            a_started.set()
+            b_read.wait(timeout=30)
+        remote.download(rel, size, out)
+
+    cache = PrefetchCache(tmp_path, 100, download, threads=1)
+    cache.admit(0, sizes(remote, "a", "b"))
+    assert a_started.wait(timeout=30)  # "b" is queued behind it
     assert open(cache.local_path("b"), "rb").read() == remote.files["b"]
+    assert remote.fetched == ["b"]  # downloaded by this thread while "a" still held the other one
+    b_read.set()
     cache.close()
 
 
