@@ -8,7 +8,7 @@ resume.
 """
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -115,20 +115,21 @@ class WorkerInit:
 
 
 class DlDataLoader(torch.utils.data.DataLoader):
-    """A torch DataLoader that applies `batch_transform` to every batch in the iterating process (dl's
-    conversion of uint8 camera frames to float32 after the worker boundary, `dl.frames.FloatFrames`), and
-    says how it was built (`facts`)."""
+    """A torch DataLoader that applies `batch_transforms`, in order, to every batch in the iterating process
+    (dl's hand-back of the workers' frame buffers, `dl.frame_buffers.FrameBufferReturns`, and conversion of
+    uint8 camera frames to float32 after the worker boundary, `dl.frames.FloatFrames`), and says how it was
+    built (`facts`)."""
 
-    def __init__(self, dataset, *args, batch_transform: Callable | None = None, facts: dict | None = None,
+    def __init__(self, dataset, *args, batch_transforms: Sequence[Callable] = (), facts: dict | None = None,
                  **kwargs):
         super().__init__(dataset, *args, **kwargs)
-        self.batch_transform, self._facts = batch_transform, dict(facts or {})
+        self.batch_transforms, self._facts = tuple(batch_transforms), dict(facts or {})
 
     def __iter__(self):
         batches = super().__iter__()
-        if self.batch_transform is None:
-            return batches
-        return map(self.batch_transform, batches)
+        for transform in self.batch_transforms:
+            batches = map(transform, batches)
+        return batches
 
     def facts(self) -> dict:
         """JSON-able facts for a result file: the plugins' needs, the collate function and where camera frames
@@ -149,10 +150,12 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
     """A DataLoader over a dl loader that honours what its plugins need.
 
     Camera frames: unless a plugin or the caller gives a `collate_fn`, batches are collated by
-    `dl.frames.FrameCollate` (frames stacked in channels-last memory, the decoders' order); and when the
-    loader asks for float32 frames, has workers, no `pin_memory` and can defer the conversion
-    (`dl.loader.DefersFloat`), its workers send uint8 frames and the DataLoader converts each batch in this
-    process (`dl.frames.FloatFrames`): the same values, a quarter of the bytes through shared memory.
+    `dl.frames.FrameCollate` (frames stacked in channels-last memory, the decoders' order), with workers and
+    no `pin_memory` into shared-memory buffers this process hands back to the workers for reuse
+    (`dl.frame_buffers`: no fresh pages per batch); and when the loader asks for float32 frames, has workers,
+    no `pin_memory` and can defer the conversion (`dl.loader.DefersFloat`), its workers send uint8 frames and
+    the DataLoader converts each batch in this process (`dl.frames.FloatFrames`): the same values, a quarter
+    of the bytes through shared memory.
 
     Args:
         loader: a dl loader (`dl.loader.Loader`).
@@ -171,6 +174,7 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
         PluginError: the plugins' needs contradict each other or `overrides`.
         ValueError: num_workers < 0.
     """
+    from .frame_buffers import FrameBufferReturns
     from .frames import FloatFrames, FrameCollate
     from .loader import DefersFloat, Resumable
     from .resume import ResumableDataLoader
@@ -190,15 +194,22 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
             kwargs[name] = getattr(needs, name)
     cameras = list(loader.meta.video_keys)
     facts = needs.recorded()
-    if needs.collate_fn is None and cameras and batch_size is not None:
-        kwargs["collate_fn"] = FrameCollate(cameras)
+    ours = needs.collate_fn is None and bool(cameras) and batch_size is not None
+    reuse = ours and num_workers > 0 and not kwargs.get("pin_memory")
+    transforms = []
+    if ours:
+        kwargs["collate_fn"] = FrameCollate(cameras, reuse_buffers=reuse)
         facts["collate_fn"] = _qualname(kwargs["collate_fn"])
+    if reuse:
+        transforms.append(FrameBufferReturns(cameras))
+        facts["frame_buffers"] = "reused (workers stack frames into shared memory this process hands back)"
     defer = (num_workers > 0 and needs.collate_fn is None and cameras and not kwargs.get("pin_memory")
              and loader.config.image_dtype == "float32" and isinstance(loader, DefersFloat))
     kwargs["worker_init_fn"] = WorkerInit(needs.worker_init_fn, emit_uint8=bool(defer))
     if defer:
-        kwargs["batch_transform"] = FloatFrames(cameras)
+        transforms.append(FloatFrames(cameras))
         facts["image_float32"] = "in the iterating process (workers send uint8)"
+    kwargs["batch_transforms"] = transforms
     if needs.sampler is None and not isinstance(loader, torch.utils.data.IterableDataset):
         kwargs["shuffle"] = True
     cls = ResumableDataLoader if isinstance(loader, Resumable) else DlDataLoader

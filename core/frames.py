@@ -19,23 +19,29 @@ import torch
 import torch.utils.data
 from torch.utils.data import default_collate
 
-_use_count = getattr(torch._C, "_storage_Use_Count", None)
-"""References to a storage (the check torch's own CUDA-graph trees make before reusing an output buffer);
-without it buffers are never reused."""
+from .frame_buffers import SharedFrameBuffers, _use_count
+
+KEEP_BATCHES = 4
+"""Batches' worth of pooled frame buffers per worker: what the iterating process may hold (the batch in hand and
+the one before it) plus the worker's prefetched ones, with room to spare."""
 
 
-def stack_frames(frames: list[torch.Tensor]) -> torch.Tensor:
+def stack_frames(frames: list[torch.Tensor], buffers: SharedFrameBuffers | None = None) -> torch.Tensor:
     """Stack equal-shaped frame tensors (`[C, H, W]` or `[T, C, H, W]`) into `[B, ...]` in channels-last memory
     (B, (T,) H, W, C order under the NCHW shape), in shared memory inside a DataLoader worker (as
-    `default_collate` does, so the batch crosses to the main process without a copy). Tensors on a GPU are
-    stacked with `torch.stack`."""
+    `default_collate` does, so the batch crosses to the main process without a copy): a buffer of `buffers`
+    when given (reused across batches, `dl.frame_buffers`), else a fresh segment. Tensors on a GPU are stacked
+    with `torch.stack`."""
     first = frames[0]
     if first.device.type != "cpu":
         return torch.stack(frames)
     *lead, c, h, w = first.shape
     nbytes = len(frames) * first.numel() * first.element_size()
     in_worker = torch.utils.data.get_worker_info() is not None
-    storage = torch.UntypedStorage._new_shared(nbytes) if in_worker else torch.UntypedStorage(nbytes)
+    if not in_worker:
+        storage = torch.UntypedStorage(nbytes)
+    else:
+        storage = buffers.take(nbytes) if buffers is not None else torch.UntypedStorage._new_shared(nbytes)
     hwc = torch.empty(0, dtype=first.dtype).set_(storage, 0, (len(frames), *lead, h, w, c))
     out = hwc.movedim(-1, -3)
     for i, frame in enumerate(frames):
@@ -50,17 +56,20 @@ class FrameCollate:
 
     Args:
         video_keys: the camera keys of the samples.
+        reuse_buffers: in a DataLoader worker, stack into shared-memory buffers that the iterating process hands
+            back (`dl.frame_buffers`; `dl.dataloader.DlDataLoader` does), up to KEEP_BATCHES batches' worth.
     """
 
-    def __init__(self, video_keys: Iterable[str]):
+    def __init__(self, video_keys: Iterable[str], reuse_buffers: bool = False):
         self.video_keys = tuple(video_keys)
+        self.buffers = SharedFrameBuffers(KEEP_BATCHES * len(self.video_keys)) if reuse_buffers else None
 
     def __call__(self, samples: list):
         if not samples or not isinstance(samples[0], dict):
             return default_collate(samples)
         cameras = [k for k in self.video_keys if isinstance(samples[0].get(k), torch.Tensor)]
         rest = default_collate([{k: v for k, v in s.items() if k not in cameras} for s in samples])
-        stacked = {k: stack_frames([s[k] for s in samples]) for k in cameras}
+        stacked = {k: stack_frames([s[k] for s in samples], self.buffers) for k in cameras}
         return {k: stacked[k] if k in stacked else rest[k] for k in samples[0]}
 
 

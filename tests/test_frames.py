@@ -105,7 +105,7 @@ def test_no_deferral_with_pin_memory_a_custom_collate_or_uint8(small_dataset):
     dataset = dl.make_dataset(str(small_dataset))
     assert "image_float32" not in dl.make_dataloader(dataset, num_workers=1, pin_memory=True).facts()
     custom = dl.make_dataloader(dataset, num_workers=1, collate_fn=default_collate)
-    assert "image_float32" not in custom.facts() and custom.batch_transform is None
+    assert "image_float32" not in custom.facts() and custom.batch_transforms == ()
     assert "image_float32" not in dl.make_dataloader(dl.make_dataset(str(small_dataset), image_dtype="uint8"),
                                                      num_workers=1).facts()
 
