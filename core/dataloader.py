@@ -146,7 +146,7 @@ def loader_needs(loader: "Loader") -> DataLoaderNeeds:
 
 def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: int = 0, seed: int = 0,
                      prefetch_factor: int | None = None, persistent_workers: bool = False,
-                     **overrides) -> DlDataLoader:
+                     reuse_frame_buffers: bool = True, **overrides) -> DlDataLoader:
     """A DataLoader over a dl loader that honours what its plugins need.
 
     Camera frames: unless a plugin or the caller gives a `collate_fn`, batches are collated by
@@ -164,6 +164,9 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
         seed: seeds the DataLoader's generator (worker seeds, and the shuffle of a map-style loader
             without a sampler of its own).
         prefetch_factor, persistent_workers: as torch's (only with workers).
+        reuse_frame_buffers: let workers reuse the shared memory of camera frames this process no longer
+            references (`dl.frame_buffers`). Pass False if you send batches on to another process (a torch
+            multiprocessing queue): that process's reads are not references here.
         **overrides: other DataLoader arguments; one that contradicts a plugin's need raises.
 
     Returns:
@@ -195,7 +198,7 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
     cameras = list(loader.meta.video_keys)
     facts = needs.recorded()
     ours = needs.collate_fn is None and bool(cameras) and batch_size is not None
-    reuse = ours and num_workers > 0 and not kwargs.get("pin_memory")
+    reuse = reuse_frame_buffers and ours and num_workers > 0 and not kwargs.get("pin_memory")
     transforms = []
     if ours:
         kwargs["collate_fn"] = FrameCollate(cameras, reuse_buffers=reuse)

@@ -12,7 +12,8 @@ every batch by `dl.dataloader.DlDataLoader`) keeps the storages of the batches i
 FREE, then forgets it, once nothing else in that process references it (torch's storage use count, the check
 torch's CUDA-graph trees make before reusing an output buffer). A batch that never reaches a
 `FrameBufferReturns` (a plain torch DataLoader, `pin_memory`) leaves its buffers LENT and the worker
-allocates fresh segments, as torch's own collate does.
+allocates fresh segments, as torch's own collate does. References held by a third process that a batch was
+sent on to are not counted: `build_dataloader(reuse_frame_buffers=False)` is for that case.
 """
 
 import numpy as np

@@ -5,7 +5,8 @@ into NCHW memory, a transposing copy of the decoders' HWC memory that costs 0.8 
 (4x that for float32), and a float32 sample carries 4x the bytes of a uint8 one through shared memory, each
 batch in freshly faulted pages. So dl's DataLoader (`dl.dataloader.build_dataloader`):
 
-- stacks frames in the decoders' memory order (`FrameCollate`: channels last, a straight copy);
+- stacks frames in the decoders' memory order (`FrameCollate`: channels last, a straight copy), in a worker
+  into shared-memory buffers the main process hands back for reuse (`dl.frame_buffers`);
 - with `image_dtype="float32"` and workers, lets the workers send uint8 and converts in the main process
   (`FloatFrames`): one pass into output buffers that are reused once nothing holds them.
 

@@ -79,8 +79,10 @@ def test_held_batches_keep_their_values_and_dropped_ones_free_their_buffers(smal
 
 
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
-def test_no_reuse_without_workers_or_with_pin_memory(small_dataset):
+def test_no_reuse_without_workers_with_pin_memory_or_when_asked(small_dataset):
     dataset = dl.make_dataset(str(small_dataset), image_dtype="uint8")
     assert "frame_buffers" not in dl.make_dataloader(dataset, batch_size=4, num_workers=0).facts()
+    off = dl.make_dataloader(dataset, batch_size=4, num_workers=1, reuse_frame_buffers=False)
+    assert "frame_buffers" not in off.facts() and not any(in_pooled_buffer(b[CAM0]) for b in off)
     pinned = dl.make_dataloader(dataset, batch_size=4, num_workers=1, pin_memory=True)
     assert "frame_buffers" not in pinned.facts() and not in_pooled_buffer(next(iter(pinned))[CAM0])
