@@ -15,6 +15,7 @@ import numpy as np
 from .assembly import build_decoder, open_dataset
 from .decoder import codec_matches
 from .errors import DlError
+from .torchcodec_video import open_video
 
 CONTAINERS = {b"ftyp": "MP4/MOV (ISO BMFF)", b"\x1a\x45\xdf\xa3": "Matroska/WebM"}
 
@@ -93,9 +94,7 @@ def gop_of(source, path: str) -> int | None:
     """The stream's keyframe interval in frames (the median gap between keyframes, from torchcodec's exact
     index: one scan of the file), or None when it has a single keyframe or cannot be read."""
     try:
-        from torchcodec.decoders import VideoDecoder
-
-        keys = VideoDecoder(source.video_input(path), seek_mode="exact")._get_key_frame_indices()
+        keys = open_video(source, path, seek_mode="exact")._get_key_frame_indices()
         keys = np.asarray(keys.tolist() if hasattr(keys, "tolist") else keys)
     except Exception:  # a diagnostic: an unreadable index is reported as unknown
         return None
@@ -161,7 +160,7 @@ def _camera(meta, dec, episode, key: str, span, tolerance_s: float, step) -> dic
         return facts
     facts.update(probe)
     facts["gop_frames"] = gop = gop_of(meta.source, span.path)
-    info = meta.features[key].get("info") or meta.features[key].get("video_info") or {}
+    info = meta.video_info(key)
     claimed = facts["codec_info_json"]
     facts["info_json"] = {"codec": claimed, "width": info.get("video.width"), "height": info.get("video.height"),
                           "fps": info.get("video.fps"), "gop": info.get("video.g")}

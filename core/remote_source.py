@@ -21,6 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, BinaryIO
 
+import fsspec
 import torch.utils.data
 
 from .errors import DlError
@@ -223,8 +224,9 @@ class RemoteSource(Source):
         """A local cached copy when `rel` was admitted (waiting for its download), else a seekable file
         streaming `block_size` ranges."""
         local = self._local(rel)
-        if local is not None:
-            return open(local, "rb")
+        return open(local, "rb") if local is not None else self._stream(rel)
+
+    def _stream(self, rel: str) -> BinaryIO:
         size = self._size(rel)  # also raises SourceFileNotFoundError for a missing file
         return io.BufferedReader(_RangeReader(self, rel, size), buffer_size=self.block_size)
 
@@ -236,9 +238,7 @@ class RemoteSource(Source):
                 return self._fetch(rel, start, end)
             finally:
                 self._count("network_wait_us", int((time.perf_counter() - t0) * 1e6))
-        with open(local, "rb") as f:
-            data = f.read()
-        return data[slice(start, end)]
+        return fsspec.filesystem("file").cat_file(local, start=start, end=end)  # only the range, not the file
 
     def fingerprint(self, rel: str) -> str:
         return file_facts(self._info(rel))
@@ -246,7 +246,7 @@ class RemoteSource(Source):
     def video_input(self, rel: str) -> str | BinaryIO:
         """The cached local path when `rel` was admitted (after its download), else a streaming file."""
         local = self._local(rel)
-        return local if local is not None else self.open(rel)
+        return local if local is not None else self._stream(rel)
 
     def admit(self, key: object, files: list[FileSpan]) -> None:
         """Count what `key` needs and, with prefetch, queue its files for download (never blocks).

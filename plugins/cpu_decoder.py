@@ -52,9 +52,10 @@ class CpuDecoder(TorchcodecDecoder):
         held = (num_threads or os.cpu_count() or 1) + 3
         self.cache = DecoderCache(cache_size, cache_bytes, functools.partial(decoder_bytes, frames=held))
         self._pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, threads, pool)
+        self._cores: tuple[int, int] | None = None  # (pid, process_cores()): fixed for a process
 
     def __getstate__(self):
-        return {**self.__dict__, "_pool": None}  # threads do not travel to other processes
+        return {**self.__dict__, "_pool": None, "_cores": None}  # threads do not travel to other processes
 
     # ------------------------------------------------------------------------------------ opening
     def _open(self, source: Source, path: str):
@@ -65,7 +66,7 @@ class CpuDecoder(TorchcodecDecoder):
         """The requests' files decoded in `camera_threads` threads (one file's requests stay in one thread:
         a decoder is not shared between threads); decoders are opened in the calling thread."""
         decoders = {r.path: self._decoder(source, r.path) for r in requests}
-        threads = min(len(decoders), process_cores() if self.camera_threads == "auto" else self.camera_threads)
+        threads = min(len(decoders), self._process_cores() if self.camera_threads == "auto" else self.camera_threads)
 
         def one(r: FrameRequest) -> DecodedFrames:
             return decode_frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
@@ -86,8 +87,16 @@ class CpuDecoder(TorchcodecDecoder):
     def _threads(self, n: int) -> ThreadPoolExecutor:
         """This process's camera threads (a forked child or a larger request starts new ones)."""
         if self._pool is None or self._pool[0] != os.getpid() or self._pool[1] < n:
+            if self._pool is not None and self._pool[0] == os.getpid():
+                self._pool[2].shutdown(wait=False)  # its threads end once their work is done
             self._pool = (os.getpid(), n, ThreadPoolExecutor(n, thread_name_prefix="dl-camera"))
         return self._pool[2]
+
+    def _process_cores(self) -> int:
+        """`process_cores()`, once per process (a syscall and the worker info, which do not change)."""
+        if self._cores is None or self._cores[0] != os.getpid():
+            self._cores = (os.getpid(), process_cores())
+        return self._cores[1]
 
     def probe(self, source: Source, path: str) -> dict:
         """Stream facts, plus the `seek_mode` this decoder uses for the file ("approximate" or "exact")."""

@@ -21,3 +21,12 @@ def test_parse_bytes_refuses_what_is_not_a_size(text):
 
 def test_format_bytes():
     assert [format_bytes(n) for n in (0, 999, 256_000_000, 1_500_000_000)] == ["0", "999", "256M", "1.5G"]
+
+
+def test_remote_sources_take_sizes_with_units():
+    from dl.plugins.remote.options import remote_kwargs
+
+    kwargs = remote_kwargs(True, "8G", 4, "1MiB", 6, 120.0)
+    assert (kwargs["cache_bytes"], kwargs["block_size"]) == (8_000_000_000, 2**20)
+    with pytest.raises(DlError, match="source option cache_bytes"):
+        remote_kwargs(True, "lots", 4, 1024, 6, 120.0)

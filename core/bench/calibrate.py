@@ -6,6 +6,7 @@ import dataclasses
 from ..errors import DlError
 from ..format.metadata import DatasetMeta
 from ..registry import Registry
+from ..units import parse_bytes
 from .ceiling import random_frames_per_s, sequential_frames_per_s
 from .spec import RunSpec
 
@@ -49,6 +50,13 @@ def calibrate_decoders(meta: DatasetMeta, episodes: list, registry: Registry, se
     return {"chosen": chosen, "by": by, "seconds": seconds, "decoders": found}
 
 
+def check_auto_options(base: RunSpec) -> None:
+    """Raises DlError when decoder options come with decoder "auto" (they belong to one decoder)."""
+    if base.decoder == AUTO and base.decoder_options:
+        raise DlError("--decoder auto picks a decoder by timing each with its defaults; give --decoder NAME to set "
+                      f"decoder options ({', '.join(base.decoder_options)}).")
+
+
 def resolve_auto_decoder(base: RunSpec, meta: DatasetMeta, registry: Registry, seconds: float = 1.0) -> RunSpec:
     """`base` with `decoder` "auto" replaced by the fastest decoder here (`calibrate_decoders`, on a few of the
     selected episodes), its calibration recorded in `decoder_calibration`; any other `base` unchanged.
@@ -58,10 +66,14 @@ def resolve_auto_decoder(base: RunSpec, meta: DatasetMeta, registry: Registry, s
     """
     if base.decoder != AUTO:
         return base
-    if base.decoder_options:
-        raise DlError("--decoder auto picks a decoder by timing each with its defaults; give --decoder NAME to set "
-                      f"decoder options ({', '.join(base.decoder_options)}).")
+    check_auto_options(base)
     episodes = meta.select(base.episodes)[:8]
-    sequential = base.loader == "pool" and base.loader_options.get("decode_budget", "default") not in (0, "0")
+    sequential = base.loader == "pool" and _budget(base.loader_options) != 0
     calibration = calibrate_decoders(meta, episodes, registry, seconds, sequential)
     return dataclasses.replace(base, decoder=calibration["chosen"], decoder_calibration=calibration)
+
+
+def _budget(loader_options: dict) -> int | None:
+    """The pool's decode budget in bytes (None: its default, a non-zero budget)."""
+    budget = loader_options.get("decode_budget")
+    return None if budget is None else parse_bytes(budget, "loader option decode_budget")

@@ -15,7 +15,7 @@ from ..errors import DlError
 from ..format.metadata import DatasetMeta
 from ..plugins_manager import get_plugins
 from ..scheduler import Run, RunStatus, Scheduler, Submission
-from .calibrate import AUTO, resolve_auto_decoder
+from .calibrate import AUTO, check_auto_options, resolve_auto_decoder
 from .resources import run_resources
 from .results import merge_ranks, read_results, write_folder_csv
 from .spec import RunSpec
@@ -33,9 +33,7 @@ def check_plugins(base: RunSpec) -> None:
     registry.get("source", base.source)
     registry.check_options("loader", base.loader, base.loader_options)
     if base.decoder == AUTO:  # resolved once the dataset is read (`resolve_decoder`)
-        if base.decoder_options:
-            raise DlError("--decoder auto picks a decoder by timing each with its defaults; give --decoder NAME to "
-                          f"set decoder options ({', '.join(base.decoder_options)}).")
+        check_auto_options(base)
         return
     registry.check_options("decoder", base.decoder, base.decoder_options)
 

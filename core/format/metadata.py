@@ -121,10 +121,15 @@ class DatasetMeta:
         """Frames over all episodes."""
         return sum(e.length for e in self.episodes.values())
 
+    def video_info(self, key: str) -> dict:
+        """info.json's `info` of camera `key` (`video_info` in older writers): `video.codec`, `video.fps`...;
+        {} when absent."""
+        feature = self.features[key]
+        return feature.get("info") or feature.get("video_info") or {}
+
     def info_codec(self, key: str) -> str | None:
         """The codec info.json claims for camera `key` (may disagree with the file: trust the stream)."""
-        feature = self.features[key]
-        return (feature.get("info") or feature.get("video_info") or {}).get("video.codec")
+        return self.video_info(key).get("video.codec")
 
     def select(self, episodes: list[int] | None) -> list[EpisodeMeta]:
         """The episodes to load, ascending. `None` selects all.

@@ -9,7 +9,6 @@ start a new request: no pipelining, as HTTP clients do) and to answer a request 
         options = s3.storage_options(proxy.endpoint_url)
 """
 
-import itertools
 import socket
 import struct
 import threading
@@ -69,7 +68,6 @@ class FaultProxy:
         self.latency_s, self.bandwidth_bps, self.faults = latency_s, bandwidth_bps, faults or Faults()
         self.injected: Counter = Counter()
         self.requests = 0
-        self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._next_free = 0.0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -117,8 +115,7 @@ class FaultProxy:
     def _next_fault(self) -> str | None:
         with self._lock:
             self.requests += 1
-            n = next(self._numbers)
-            kind = self.faults.pick(n)
+            kind = self.faults.pick(self.requests)
             if kind is None or (self.faults.limit is not None and sum(self.injected.values()) >= self.faults.limit):
                 return None
             self.injected[kind] += 1

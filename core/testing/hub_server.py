@@ -41,6 +41,7 @@ class HubServer:
         self.page_size = page_size
         self.repos: dict[str, dict[str, str]] = {}  # repo -> {branch or tag: sha}
         self.commits: dict[str, dict[str, bytes]] = {}  # sha -> {path: content}
+        self.oids: dict[str, dict[str, str]] = {}  # sha -> {path: git blob id}, computed once per commit
         self.history: dict[str, set[str]] = {}  # repo -> every sha it had
         self.requests: list[tuple[str, str]] = []
         self.authorizations: set[str] = set()  # every Authorization header received
@@ -67,12 +68,13 @@ class HubServer:
         if new), tag it, and return its sha (derived from the content, so the same files give the same sha)."""
         files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*"))
                  if p.is_file()}
+        oids = {path: _blob_oid(data) for path, data in files.items()}
         digest = hashlib.sha1(repo_id.encode())
-        for path, data in files.items():
-            digest.update(path.encode() + b"\0" + _blob_oid(data).encode())
+        for path, oid in oids.items():
+            digest.update(path.encode() + b"\0" + oid.encode())
         sha = digest.hexdigest()
         with self._lock:
-            self.commits[sha] = files
+            self.commits[sha], self.oids[sha] = files, oids
             refs = self.repos.setdefault(repo_id, {})
             for ref in (branch, *tags):
                 refs[ref] = sha
@@ -82,10 +84,11 @@ class HubServer:
     def delete_file(self, repo_id: str, branch: str, path: str) -> str:
         """A new commit on `branch` without `path`; returns its sha."""
         with self._lock:
-            files = dict(self.commits[self.repos[repo_id][branch]])
-            del files[path]
+            head = self.repos[repo_id][branch]
+            files, oids = dict(self.commits[head]), dict(self.oids[head])
+            del files[path], oids[path]
             sha = hashlib.sha1(repr(sorted(files)).encode() + repo_id.encode()).hexdigest()
-            self.commits[sha] = files
+            self.commits[sha], self.oids[sha] = files, oids
             self.repos[repo_id][branch] = sha
             self.history[repo_id].add(sha)
         return sha
@@ -147,18 +150,18 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                                    "downloads": 0, "likes": 0, "tags": [], "author": repo_id.split("/")[0],
                                    "siblings": [{"rfilename": p} for p in files]})
             if action == "tree":
-                return self._tree(repo_id, revision, files, rest, parse_qs(url.query))
+                return self._tree(repo_id, revision, files, hub.oids[sha], rest, parse_qs(url.query))
             if action == "paths-info":
                 wanted = parse_qs(body.decode()).get("paths", [])
-                return self._json([e for p in wanted for e in _entries(files, p.strip("/"), exact=True)])
+                return self._json([e for p in wanted for e in _entries(files, hub.oids[sha], p.strip("/"), exact=True)])
             return self._resolve(sha, files, rest, head)
 
-        def _tree(self, repo_id, revision, files, folder, query) -> None:
+        def _tree(self, repo_id, revision, files, oids, folder, query) -> None:
             folder = folder.strip("/")
             recursive = query.get("recursive", ["false"])[0].lower() == "true"
             if folder and not any(p.startswith(folder + "/") for p in files):
                 return self._error(404, "EntryNotFound", f"{folder} does not exist on {revision}")
-            entries = _entries(files, folder, recursive=recursive)
+            entries = _entries(files, oids, folder, recursive=recursive)
             start = int(query.get("cursor", ["0"])[0])
             page = entries[start:start + hub.page_size]
             headers = {}
@@ -184,7 +187,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 if start >= len(data) and len(data):
                     return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
                 status = 206
-            headers = {"ETag": f'"{_blob_oid(data)}"', "X-Repo-Commit": sha, "Accept-Ranges": "bytes",
+            headers = {"ETag": f'"{hub.oids[sha][path]}"', "X-Repo-Commit": sha, "Accept-Ranges": "bytes",
                        "Content-Type": "application/octet-stream"}
             if status == 206:
                 headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
@@ -210,12 +213,13 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _entries(files: dict[str, bytes], folder: str, recursive: bool = False, exact: bool = False) -> list[dict]:
+def _entries(files: dict[str, bytes], oids: dict[str, str], folder: str, recursive: bool = False,
+             exact: bool = False) -> list[dict]:
     """Tree entries under `folder` (its children, or everything below it when recursive; with `exact`, the
     entry of `folder` itself), folders before files as the Hub lists them."""
     if exact:
         if folder in files:
-            return [{"type": "file", "oid": _blob_oid(files[folder]), "size": len(files[folder]), "path": folder}]
+            return [{"type": "file", "oid": oids[folder], "size": len(files[folder]), "path": folder}]
         if any(p.startswith(folder + "/") for p in files):
             return [{"type": "directory", "oid": hashlib.sha1(folder.encode()).hexdigest(), "size": 0, "path": folder}]
         return []
@@ -228,7 +232,7 @@ def _entries(files: dict[str, bytes], folder: str, recursive: bool = False, exac
         for depth in range(1, len(parts) if recursive else min(2, len(parts))):
             dirs.add(prefix + "/".join(parts[:depth]))
         if recursive or len(parts) == 1:
-            out.append({"type": "file", "oid": _blob_oid(data), "size": len(data), "path": path})
+            out.append({"type": "file", "oid": oids[path], "size": len(data), "path": path})
     folders = [{"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
                for d in sorted(dirs)]
     return folders + out

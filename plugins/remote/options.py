@@ -2,6 +2,7 @@
 
 from dl.errors import DlError
 from dl.retry import RetryPolicy
+from dl.units import parse_bytes
 
 DEFAULT_CACHE_BYTES = 8_000_000_000
 
@@ -13,6 +14,8 @@ def remote_kwargs(prefetch: bool, cache_bytes: float, prefetch_threads: int, blo
     Raises:
         DlError: an option out of range, naming it.
     """
+    cache_bytes = parse_bytes(cache_bytes, "source option cache_bytes")  # 8G as well as 8000000000
+    block_size = parse_bytes(block_size, "source option block_size")
     checks = {"cache_bytes": cache_bytes >= 1, "prefetch_threads": prefetch_threads >= 1, "block_size": block_size >= 1,
               "retry_attempts": retry_attempts >= 1, "retry_deadline_s": retry_deadline_s > 0}
     bad = [name for name, ok in checks.items() if not ok]
