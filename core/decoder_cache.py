@@ -33,27 +33,23 @@ class DecoderCache:
         self.capacity, self.max_bytes, self.size_of = capacity, max_bytes, size_of
         self.counters = SharedCounters(("hits", "misses", "evictions", "open", "bytes"))
         self._pid = os.getpid()
-        self._decoders: OrderedDict[Any, Any] = OrderedDict()
-        self._sizes: dict[Any, int] = {}
+        self._open: OrderedDict[Any, tuple[Any, int]] = OrderedDict()  # key -> (decoder, estimated bytes)
 
     def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_decoders"], state["_sizes"] = OrderedDict(), {}  # open decoders never travel to another process
-        return state
+        return {**self.__dict__, "_open": OrderedDict()}  # open decoders never travel to another process
 
     def get(self, key: Any, opener: Callable[[], Any]) -> Any:
         """The decoder for `key`; on a miss, `opener()` opens it."""
         if os.getpid() != self._pid:  # forked: the parent's decoders are not ours to use
-            self._pid, self._decoders, self._sizes = os.getpid(), OrderedDict(), {}
-        decoder = self._decoders.get(key)
-        if decoder is not None:
-            self._decoders.move_to_end(key)
+            self._pid, self._open = os.getpid(), OrderedDict()
+        entry = self._open.get(key)
+        if entry is not None:
+            self._open.move_to_end(key)
             self.counters.add("hits")
-            return decoder
+            return entry[0]
         self.counters.add("misses")
         decoder = opener()
-        self._decoders[key] = decoder
-        self._sizes[key] = int(self.size_of(decoder)) if self.size_of else 0
+        self._open[key] = decoder, int(self.size_of(decoder)) if self.size_of else 0
         self._evict()
         return decoder
 
@@ -64,25 +60,28 @@ class DecoderCache:
         self.capacity = capacity
         self._evict()
 
+    def open_decoders(self) -> dict:
+        """This process's open decoders by key, least recently used first (a copy)."""
+        return {key: decoder for key, (decoder, _) in self._open.items()}
+
     @property
     def bytes(self) -> int:
         """Estimated bytes held by this process's open decoders."""
-        return sum(self._sizes.values())
+        return sum(size for _, size in self._open.values())
 
     def _evict(self) -> None:
         held = self.bytes
-        while len(self._decoders) > self.capacity or (
-                self.max_bytes is not None and held > self.max_bytes and len(self._decoders) > 1):
-            key, _ = self._decoders.popitem(last=False)
-            held -= self._sizes.pop(key)
+        while len(self._open) > self.capacity or (
+                self.max_bytes is not None and held > self.max_bytes and len(self._open) > 1):
+            _, (_, size) = self._open.popitem(last=False)
+            held -= size
             self.counters.add("evictions")
-        self.counters.set("open", len(self._decoders))
+        self.counters.set("open", len(self._open))
         self.counters.set("bytes", held)
 
     def clear(self) -> None:
         """Drop every open decoder of this process."""
-        self._decoders.clear()
-        self._sizes.clear()
+        self._open.clear()
         self.counters.set("open", 0)
         self.counters.set("bytes", 0)
 

@@ -56,9 +56,9 @@ def test_cache_evicts_least_recent_decoders_past_its_byte_bound():
     cache = DecoderCache(10, max_bytes=250, size_of=lambda decoder: decoder[1])
     for key, size in [("a", 100), ("b", 100), ("c", 100)]:  # c pushes past 250: a goes
         cache.get(key, lambda k=key, s=size: (k, s))
-    assert list(cache._decoders) == ["b", "c"] and cache.bytes == 200
+    assert list(cache.open_decoders()) == ["b", "c"] and cache.bytes == 200
     cache.get("big", lambda: ("big", 400))  # larger than the bound alone: kept, everything else evicted
-    assert list(cache._decoders) == ["big"]
+    assert list(cache.open_decoders()) == ["big"]
     stats = cache.stats()
     assert (stats["evictions"], stats["bytes"], stats["max_bytes"], stats["open"]) == (3, 400, 250, 1)
 
@@ -67,11 +67,11 @@ def test_cpu_decoder_cache_counts_estimated_bytes(small_dataset):
     dataset = dl.make_dataset(str(small_dataset), image_dtype="uint8", decoder_options={"cache_bytes": 10**9})
     dataset[0]
     cache = dataset.decoder.cache
-    expected = sum(decoder_bytes(d, 4) for d in cache._decoders.values())
+    expected = sum(decoder_bytes(d, 4) for d in cache.open_decoders().values())
     assert cache.bytes == expected == 2 * 4 * 128 * 96 * 3 // 2  # two 128x96 files, 1 thread + 3 frames each
     small = dl.make_dataset(str(small_dataset), image_dtype="uint8", decoder_options={"cache_bytes": expected // 2})
     small[0]
-    assert len(small.decoder.cache._decoders) == 1, "the byte bound keeps one of the two cameras' decoders"
+    assert len(small.decoder.cache.open_decoders()) == 1, "the byte bound keeps one of the two cameras' decoders"
 
 
 def test_cameras_in_threads_equal_one_after_another(small_dataset):

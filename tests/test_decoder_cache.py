@@ -66,7 +66,7 @@ def test_lru_scripted_sequence():
     assert got == ["decoder-a-1", "decoder-b-2", "decoder-a-1", "decoder-c-3", "decoder-b-4", "decoder-a-5",
                    "decoder-a-5", "decoder-d-6", "decoder-c-7"]
     assert cache.stats() == counts(2, 7, 5, 2, 2)
-    assert list(cache._decoders) == ["d", "c"]
+    assert list(cache.open_decoders()) == ["d", "c"]
     assert simulate_lru(script, 2) == (2, 7, 5, 2)
 
 
@@ -75,7 +75,7 @@ def test_hit_refreshes_recency():
     opener = Opener()
     for k in ["a", "b", "a", "c"]:  # the hit on a makes b the least recently used
         cache.get(k, opener(k))
-    assert list(cache._decoders) == ["a", "c"]
+    assert list(cache.open_decoders()) == ["a", "c"]
     cache.get("a", opener("a"))
     assert opener.opened == ["a", "b", "c"]
     assert cache.stats() == counts(2, 3, 1, 2, 2)
@@ -110,7 +110,7 @@ def test_failed_open_is_not_cached():
     for _ in range(2):
         with pytest.raises(RuntimeError):
             cache.get("bad", broken)
-    assert len(calls) == 2 and "bad" not in cache._decoders
+    assert len(calls) == 2 and "bad" not in cache.open_decoders()
     assert cache.get("bad", lambda: "ok") == "ok"
     assert cache.get("bad", broken) == "ok"
 
@@ -143,8 +143,8 @@ def test_pickling_drops_open_decoders():
         cache.get(k, opener(k))
     copy = pickle.loads(pickle.dumps(cache))
     assert copy.capacity == 3
-    assert len(copy._decoders) == 0
-    assert len(cache._decoders) == 2  # the original keeps its decoders
+    assert len(copy.open_decoders()) == 0
+    assert len(cache.open_decoders()) == 2  # the original keeps its decoders
     assert copy.stats()["hits"] == 1 and copy.stats()["misses"] == 2
     assert copy.get("a", opener("a")) == "decoder-a-3"  # reopened, not the parent's
     assert cache.get("a", opener("a")) == "decoder-a-1"
@@ -153,9 +153,9 @@ def test_pickling_drops_open_decoders():
 def test_dataset_with_open_decoders_pickles(small_dataset):
     ds = dl.make_dataset(str(small_dataset))
     assert read_frame_code(ds[0]["observation.images.cam0"]) == (0, 0)
-    assert len(ds.decoder.cache._decoders) == 2  # torchcodec decoders are open
+    assert len(ds.decoder.cache.open_decoders()) == 2  # torchcodec decoders are open
     copy = pickle.loads(pickle.dumps(ds))
-    assert len(copy.decoder.cache._decoders) == 0
+    assert len(copy.decoder.cache.open_decoders()) == 0
     sample = copy[len(copy) - 1]
     assert read_frame_code(sample["observation.images.cam1"]) == (len(copy) - 1, 1)
 
@@ -221,20 +221,20 @@ def test_forked_child_reopens_real_video_decoders(small_dataset):
     ds = dl.make_dataset(str(small_dataset), decoder_options={"cache_size": 2})
     cache = ds.decoder.cache
     ds[0]
-    parent_decoders = dict(cache._decoders)
+    parent_decoders = cache.open_decoders()
     assert len(parent_decoders) == 2 and cache.stats()["misses"] == 2
 
     def child():
         sample = ds[1]
-        reused = [k for k, v in cache._decoders.items() if parent_decoders.get(k) is v]
-        return {"reused": len(reused), "open": len(cache._decoders),
+        reused = [k for k, v in cache.open_decoders().items() if parent_decoders.get(k) is v]
+        return {"reused": len(reused), "open": len(cache.open_decoders()),
                 "code": list(read_frame_code(sample["observation.images.cam1"]))}
 
     out = run_in_fork(child)
     assert out == {"reused": 0, "open": 2, "code": [1, 1]}
     assert cache.stats()["misses"] == 4 and cache.stats()["hits"] == 0  # the child opened both again
     ds[2]
-    assert cache._decoders == parent_decoders
+    assert cache.open_decoders() == parent_decoders
     assert cache.stats()["hits"] == 2 and cache.stats()["misses"] == 4
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .episode_pool import EpisodePool
+from .episode_pool import EpisodePool, draw_weighted
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,7 @@ class ChunkPool:
             idle = [o for o in self._open if o.open is None and o.chunks]
             if not idle:
                 return
-            weights = np.cumsum([o.left for o in idle])
-            owner = idle[int(np.searchsorted(weights, self.rng.integers(weights[-1]), side="right"))]
+            owner = idle[draw_weighted(self.rng, [o.left for o in idle])]
             index, rows = owner.chunks.pop()
             owner.open = [index, rows, self.rng.permutation(rows), len(rows)]
             self._active.append(owner)
@@ -150,8 +149,7 @@ class ChunkPool:
     def __next__(self) -> tuple[int, int, bool]:
         if not self._active:
             raise StopIteration
-        weights = np.cumsum([o.left for o in self._active])
-        owner = self._active[int(np.searchsorted(weights, self.rng.integers(weights[-1]), side="right"))]
+        owner = self._active[draw_weighted(self.rng, [o.left for o in self._active])]
         index, rows, perm, n = owner.open
         row = int(perm[len(perm) - n])
         owner.open[3] = n - 1

@@ -8,6 +8,13 @@ resumed consumer replays it to any position without reading or decoding anything
 import numpy as np
 
 
+def draw_weighted(rng: np.random.Generator, weights) -> int:
+    """An index into `weights` (non-negative integers, positive sum: frames left per episode or chunk), drawn
+    with probability proportional to its weight: one `rng.integers` call, so a replay draws the same."""
+    cumulative = np.cumsum(weights)
+    return int(np.searchsorted(cumulative, rng.integers(cumulative[-1]), side="right"))
+
+
 class EpisodePool:
     """Iterator of (episode position, row, last) over a consumer's episodes; `last` is True when that
     emission used up the episode (its rows can be dropped).
@@ -59,10 +66,9 @@ class EpisodePool:
 
     def __next__(self) -> tuple[int, int, bool]:
         left = self._left[: len(self._slots)]
-        total = int(left.sum())
-        if total == 0:
+        if not left.any():
             raise StopIteration
-        slot = int(np.searchsorted(np.cumsum(left), self.rng.integers(total), side="right"))
+        slot = draw_weighted(self.rng, left)
         rows = self._rows[slot]
         row = int(rows[len(rows) - left[slot]])
         left[slot] -= 1
