@@ -21,10 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from dl_runs import DL, OPEN50, OPEN50_USABLE, REPO, dl_run
+
 ANCHOR = REPO.parent / "shared" / "anchors" / "lerobot"
-OPEN50 = REPO.parent / "shared" / "datasets" / "open50"
-OPEN50_USABLE = "0,3-6,8,10-24,26-32,35-49"
 AV1 = {"episodes": "40", "frames": "300-500", "cameras": "2", "size": "640x480", "codec": "av1", "gop": "2",
        "episodes-per-file": "10"}
 BUDGETS = ("0", "128M", "256M", "512M", "1G")
@@ -54,19 +53,14 @@ def dl(config: str, root: Path, episodes: str | None, out: Path, args) -> dict:
     """One `dl run` (mode single, batch 16), its result JSON."""
     parts = config.split("-")
     workers = parts[-1][1:] if parts[-1].startswith("w") else "2"
-    command = [str(Path(sys.executable).with_name("dl")), "run", "--root", str(root), "--batch-size", "16",
-               "--num-workers", workers, "--duration", str(args.duration), "--out-dir", str(out)]
+    command = ["--root", str(root), "--batch-size", "16", "--num-workers", workers, "--duration", str(args.duration)]
     command += ["--episodes", episodes] if episodes else []
     if parts[1] == "map":
         command += ["--loader", "map", "--image-dtype", "float32" if parts[2] == "f32" else "uint8"]
     else:
         command += ["--loader", "pool", "--decode-budget", parts[2], "--loader-option",
                     f"episode_pool_size={args.pool_size}", "--loader-option", f"decode_chunk_frames={args.chunk}"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=args.duration * 8 + 900)
-    results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
-    if done.returncode or not results:
-        return {"status": "failed", "error": done.stderr[-1500:]}
-    return results[0]
+    return dl_run(command, out, args.duration * 8 + 900)
 
 
 def row_of(config: str, repeat: int, r: dict) -> dict:
@@ -139,7 +133,7 @@ def av1_root(args) -> Path:
     if not (root / "meta" / "info.json").is_file():
         print(f"generating the AV1 GOP-2 dataset into {root} (once)", flush=True)
         flags = [f"--{k}={v}" for k, v in AV1.items()]
-        subprocess.run([str(Path(sys.executable).with_name("dl")), "synthetic-dataset", str(root), *flags], check=True)
+        subprocess.run([DL, "synthetic-dataset", str(root), *flags], check=True)
     return root
 
 

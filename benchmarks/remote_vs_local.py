@@ -12,32 +12,26 @@ writes every result to --out (JSON). Issue 5/7's target: `bucket` with prefetch 
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from dl_runs import OPEN50, OPEN50_USABLE
+from dl_runs import dl_run as run
 
 from dl.testing.fault_proxy import FaultProxy
 from dl.testing.hub_server import HubServer
 from dl.testing.s3_server import S3Server
 
-REPO = Path(__file__).resolve().parents[1]
-OPEN50 = REPO.parent / "shared" / "datasets" / "open50"
-OPEN50_USABLE = "0,3-6,8,10-24,26-32,35-49"
 CONFIGS = ("local", "bucket", "bucket-noprefetch", "hub")
 
 
 def dl_run(args, out: Path, source_args: list[str]) -> dict:
-    command = [str(Path(sys.executable).with_name("dl")), "run", "--loader", args.loader, "--episodes", args.episodes,
-               "--batch-size", str(args.batch_size), "--num-workers", str(args.num_workers),
-               "--duration", str(args.duration), "--out-dir", str(out), *source_args]
+    options = ["--loader", args.loader, "--episodes", args.episodes, "--batch-size", str(args.batch_size),
+               "--num-workers", str(args.num_workers), "--duration", str(args.duration), *source_args]
     if args.loader == "pool":
-        command += ["--loader-option", f"episode_pool_size={args.pool_size}"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=args.duration * 6 + 600)
-    results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
-    if done.returncode or not results:
-        return {"status": "failed", "error": done.stderr[-2000:]}
-    return results[0]
+        options += ["--loader-option", f"episode_pool_size={args.pool_size}"]
+    return run(options, out, args.duration * 6 + 600)
 
 
 def main() -> int:
