@@ -31,8 +31,10 @@ def plugins(as_json):
         }, indent=2))
         return
     table = Table(title="dl plugins")
-    for column in ("kind", "name", "distribution", "version", "options", "description"):
+    for column in ("kind", "name", "distribution", "version"):
         table.add_column(column)
+    for column in ("options", "description"):  # wrapped, never cut short: a narrow terminal still shows all
+        table.add_column(column, overflow="fold")
     for e in entries:
         table.add_row(e.kind, e.name, e.distribution, e.version, e.options.describe(), e.description)
     console = Console()

@@ -20,7 +20,7 @@ CAMERA = "observation.images.cam0"
 def run_dl(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """`dl ARGS` in a fresh interpreter (the plugin set is loaded once per process)."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("DL_DISABLE_PLUGINS", "DL_STRICT_PLUGINS")}
-    full_env.update(COLUMNS="200", NO_COLOR="1", **(env or {}))
+    full_env.update({"COLUMNS": "200", "NO_COLOR": "1", **(env or {})})
     return subprocess.run([sys.executable, "-c", "from dl.cli.main import main; main()", *args],
                           capture_output=True, text=True, env=full_env, timeout=timeout)
 

@@ -94,6 +94,15 @@ def test_dl_plugins_table_lists_builtins():
     assert "failed to load" not in proc.stdout
 
 
+@pytest.mark.slow
+def test_dl_plugins_table_in_a_narrow_terminal_cuts_nothing_short():
+    proc = run_dl("plugins", env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout
+    options = "".join(r[4] for r in table_rows(proc.stdout) if len(r) == 6)  # folded cells, joined again
+    assert "retry_deadline_s=120.0" in options and "decode_chunk_frames='auto'" in options
+
+
 # --- the registry, with inline plugins -----------------------------------------------------------------
 
 def test_hooks_register_with_the_providing_distribution(tmp_path, plugin_module):
