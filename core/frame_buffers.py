@@ -25,8 +25,15 @@ _TAG = b"dl.frame_buffer"
 FREE, LENT = 0, 1
 
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
-"""References to a storage (the check torch's own CUDA-graph trees make before reusing an output buffer);
-without it (another torch build) buffers are never reused."""
+COUNTS_REFERENCES = _use_count is not None
+"""Whether this torch build counts a storage's references (the check torch's own CUDA-graph trees make before
+reusing an output buffer); without it buffers are never reused."""
+
+
+def sole_reference(storage: torch.UntypedStorage) -> bool:
+    """Whether the caller's reference to `storage` is its only one in this process (False where references are
+    not counted): its memory can be written again without changing any tensor still in use."""
+    return COUNTS_REFERENCES and _use_count(storage._cdata) == 1
 
 
 def _trailer(storage: torch.UntypedStorage) -> np.ndarray:
@@ -52,7 +59,7 @@ class SharedFrameBuffers:
     def take(self, nbytes: int) -> torch.UntypedStorage:
         """A shared storage whose first `nbytes` bytes the caller fills: a FREE pooled buffer (now LENT), a new
         pooled one while fewer than `keep` of this size exist, else a fresh unpooled segment of `nbytes`."""
-        if _use_count is None:
+        if not COUNTS_REFERENCES:
             return torch.UntypedStorage._new_shared(nbytes)
         buffers = self._pool.setdefault(nbytes, [])
         for storage in buffers:
@@ -100,7 +107,7 @@ class FrameBufferReturns:
         """Mark FREE every held buffer that only this object references, and forget it."""
         held = []
         for storage in self._lent:
-            if _use_count(storage._cdata) == 1:
+            if sole_reference(storage):
                 _trailer(storage)[-1] = FREE
             else:
                 held.append(storage)
@@ -110,7 +117,7 @@ class FrameBufferReturns:
 def in_pooled_buffer(frames: torch.Tensor) -> bool:
     """Whether `frames` fill a pooled buffer: on the CPU, from the start of a storage TRAILER bytes longer than
     them whose trailer carries the tag (the frames' own bytes never count as a trailer)."""
-    if _use_count is None or frames.device.type != "cpu" or frames.storage_offset() != 0:
+    if not COUNTS_REFERENCES or frames.device.type != "cpu" or frames.storage_offset() != 0:
         return False
     storage = frames.untyped_storage()
     if storage.nbytes() != frames.numel() * frames.element_size() + TRAILER:

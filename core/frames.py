@@ -20,7 +20,7 @@ import torch
 import torch.utils.data
 from torch.utils.data import default_collate
 
-from .frame_buffers import SharedFrameBuffers, _use_count
+from .frame_buffers import COUNTS_REFERENCES, SharedFrameBuffers, sole_reference
 
 KEEP_BATCHES = 4
 """Batches' worth of pooled frame buffers per worker: what the iterating process may hold (the batch in hand and
@@ -113,12 +113,11 @@ class FloatFrames:
         return out
 
     def _buffer(self, nbytes: int) -> torch.UntypedStorage:
-        if _use_count is not None:
-            for storage in self._buffers:
-                if storage.nbytes() == nbytes and _use_count(storage._cdata) == 1:  # only this list holds it
-                    return storage
+        for storage in self._buffers:
+            if storage.nbytes() == nbytes and sole_reference(storage):  # only this list holds it
+                return storage
         storage = torch.UntypedStorage(nbytes)
-        if _use_count is not None and len(self._buffers) < self.keep:
+        if COUNTS_REFERENCES and len(self._buffers) < self.keep:
             self._buffers.append(storage)
         return storage
 
