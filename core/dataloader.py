@@ -149,9 +149,10 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
                      reuse_frame_buffers: bool = True, **overrides) -> DlDataLoader:
     """A DataLoader over a dl loader that honours what its plugins need.
 
-    Camera frames: unless a plugin or the caller gives a `collate_fn`, batches are collated by
-    `dl.frames.FrameCollate` (frames stacked in channels-last memory, the decoders' order), with workers and
-    no `pin_memory` into shared-memory buffers this process hands back to the workers for reuse
+    Collation: unless a plugin or the caller gives a `collate_fn`, batches are collated by
+    `dl.frames.FrameCollate`: `default_collate`'s values, small tensors sent from a worker inside the pickled
+    batch (`dl.inline_tensors`), camera frames stacked in channels-last memory (the decoders' order), with
+    workers and no `pin_memory` into shared-memory buffers this process hands back to the workers for reuse
     (`dl.frame_buffers`: no fresh pages per batch); and when the loader asks for float32 frames, has workers,
     no `pin_memory` and can defer the conversion (`dl.loader.DefersFloat`), its workers send uint8 frames and
     the DataLoader converts each batch in this process (`dl.frames.FloatFrames`): the same values, a quarter
@@ -197,8 +198,8 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
             kwargs[name] = getattr(needs, name)
     cameras = list(loader.meta.video_keys)
     facts = needs.recorded()
-    ours = needs.collate_fn is None and bool(cameras) and batch_size is not None
-    reuse = reuse_frame_buffers and ours and num_workers > 0 and not kwargs.get("pin_memory")
+    ours = needs.collate_fn is None and batch_size is not None
+    reuse = reuse_frame_buffers and ours and bool(cameras) and num_workers > 0 and not kwargs.get("pin_memory")
     transforms = []
     if ours:
         kwargs["collate_fn"] = FrameCollate(cameras, reuse_buffers=reuse)

@@ -6,7 +6,8 @@ into NCHW memory, a transposing copy of the decoders' HWC memory that costs 0.8 
 batch in freshly faulted pages. So dl's DataLoader (`dl.dataloader.build_dataloader`):
 
 - stacks frames in the decoders' memory order (`FrameCollate`: channels last, a straight copy), in a worker
-  into shared-memory buffers the main process hands back for reuse (`dl.frame_buffers`);
+  into shared-memory buffers the main process hands back for reuse (`dl.frame_buffers`), and sends the small
+  tabular tensors inside the pickled batch instead of a shared-memory segment each (`dl.inline_tensors`);
 - with `image_dtype="float32"` and workers, lets the workers send uint8 and converts in the main process
   (`FloatFrames`): one pass into output buffers that are reused once nothing holds them.
 
@@ -18,9 +19,9 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 import torch.utils.data
-from torch.utils.data import default_collate
 
 from .frame_buffers import COUNTS_REFERENCES, SharedFrameBuffers, sole_reference
+from .inline_tensors import collate_inline
 
 KEEP_BATCHES = 4
 """Batches' worth of pooled frame buffers per worker: what the iterating process may hold (the batch in hand and
@@ -51,9 +52,10 @@ def stack_frames(frames: list[torch.Tensor], buffers: SharedFrameBuffers | None 
 
 
 class FrameCollate:
-    """`default_collate`, except the camera keys, which `stack_frames` stacks (channels-last memory, no
-    transposing copy: 2.5x less collate time per uint8 frame, measured). Batches of anything but sample dicts
-    go to `default_collate`.
+    """`default_collate`'s values, except that the camera keys are stacked by `stack_frames` (channels-last
+    memory, no transposing copy: 2.5x less collate time per uint8 frame, measured) and that, in a DataLoader
+    worker, small tensors travel inside the pickled batch (`dl.inline_tensors.collate_inline`). Batches of
+    anything but sample dicts are collated by `collate_inline` as a whole.
 
     Args:
         video_keys: the camera keys of the samples.
@@ -67,9 +69,9 @@ class FrameCollate:
 
     def __call__(self, samples: list):
         if not samples or not isinstance(samples[0], dict):
-            return default_collate(samples)
+            return collate_inline(samples)
         cameras = [k for k in self.video_keys if isinstance(samples[0].get(k), torch.Tensor)]
-        rest = default_collate([{k: v for k, v in s.items() if k not in cameras} for s in samples])
+        rest = collate_inline([{k: v for k, v in s.items() if k not in cameras} for s in samples])
         stacked = {k: stack_frames([s[k] for s in samples], self.buffers) for k in cameras}
         return {k: stacked[k] if k in stacked else rest[k] for k in samples[0]}
 
