@@ -95,9 +95,23 @@ class TinyPolicy(torch.nn.Module):
         return self.net(state)
 
 
+class StopRequest:
+    """The first SIGUSR1 or SIGTERM this process gets (SLURM's warning before a time limit or a preemption),
+    caught from the start of `main`: a signal that comes while the job is still starting up is acted on at the
+    first step boundary instead of killing the process (Python's default for SIGUSR1)."""
+
+    def __init__(self):
+        self.signal: str | None = None
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._record)
+
+    def _record(self, signum, frame) -> None:
+        self.signal = self.signal or signal.Signals(signum).name
+
+
 class Trainer:
-    def __init__(self, args, accelerator):
-        self.args, self.accelerator = args, accelerator
+    def __init__(self, args, accelerator, stop: StopRequest):
+        self.args, self.accelerator, self.stop = args, accelerator, stop
         self.rank, self.world_size = accelerator.process_index, accelerator.num_processes
         episodes = dl_episodes(args.episodes)
         self.dataset = dl.make_dataset(args.root, loader="pool", seed=args.seed, episodes=episodes,
@@ -112,7 +126,7 @@ class Trainer:
             model = TinyPolicy(self.state_dim, features["action"]["shape"][0])
             optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
             self.model, self.optimizer = accelerator.prepare(model, optimizer)  # not the DataLoader
-        self.step, self.stop_signal = 0, None
+        self.step = 0
         self.log = open(args.sample_log / f"rank{self.rank}.jsonl", "a") if args.sample_log else None  # noqa: SIM115
 
     # ------------------------------------------------------------------------------------ one step
@@ -130,7 +144,7 @@ class Trainer:
 
     def agree(self, has_batch: bool) -> tuple[bool, bool]:
         """(does any rank still have data, was a stop asked on any rank), the same on every rank."""
-        flags = torch.tensor([int(has_batch), int(self.stop_signal is not None)])
+        flags = torch.tensor([int(has_batch), int(self.stop.signal is not None)])
         if self.world_size > 1:
             torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
         return bool(flags[0]), bool(flags[1])
@@ -175,8 +189,6 @@ class Trainer:
     def run(self) -> int:
         args = self.args
         self.resume()
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, self.on_signal)
         window_t, window_n = time.perf_counter(), 0
         while self.dataset.epoch < args.epochs:
             epoch = self.dataset.epoch
@@ -224,14 +236,11 @@ class Trainer:
                   flush=True)
         return now, 0
 
-    def on_signal(self, signum, frame) -> None:
-        self.stop_signal = signal.Signals(signum).name  # acted on at the next step boundary, on every rank
-
     def preempted(self) -> int:
         """Checkpointed after a stop signal: under SLURM, requeue this job (it restarts with --resume auto)."""
         job = os.environ.get("SLURM_JOB_ID")
         if self.accelerator.is_main_process:
-            print(f"stopping at step {self.step} on {self.stop_signal or 'a peer signal'}", flush=True)
+            print(f"stopping at step {self.step} on {self.stop.signal or 'a peer signal'}", flush=True)
             if job:
                 done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
                 print(f"requeue job {job}: {'ok' if done.returncode == 0 else done.stderr.strip()}", flush=True)
@@ -247,6 +256,7 @@ def dl_episodes(text):
 
 
 def main(argv=None) -> int:
+    stop = StopRequest()  # acted on at a step boundary, on every rank
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     export_ranks()
@@ -255,7 +265,7 @@ def main(argv=None) -> int:
     args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     if args.sample_log:
         args.sample_log.mkdir(parents=True, exist_ok=True)
-    code = Trainer(args, accelerator).run()
+    code = Trainer(args, accelerator, stop).run()
     accelerator.end_training()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
