@@ -50,12 +50,9 @@ def _stack(batch: list[torch.Tensor], *, collate_fn_map=None):
     return collate_tensor_fn(batch, collate_fn_map=collate_fn_map)
 
 
-_COLLATE_FN_MAP = {**default_collate_fn_map, torch.Tensor: _stack}
-
-
 def collate_inline(samples: list):
     """torch's `default_collate`, except that in a DataLoader worker a collated CPU tensor of at most
     `INLINE_MAX_BYTES` comes back as an `InlineTensor` (it unpickles to the same tensor `default_collate` gives).
     Outside a worker the result equals `default_collate`'s. Python numbers are collated as `default_collate`
-    does (into shared memory in a worker)."""
-    return collate(samples, collate_fn_map=_COLLATE_FN_MAP)
+    does (into shared memory in a worker), and types added to torch's `default_collate_fn_map` are honoured."""
+    return collate(samples, collate_fn_map={**default_collate_fn_map, torch.Tensor: _stack})
