@@ -97,42 +97,52 @@ def summarize(name: str, rows: list[dict], configs: list[str]) -> dict:
     return table
 
 
-def conversion_s_per_frame(root: Path, batch: int = 16, repeats: int = 20) -> float:
-    """Seconds one core takes to convert one uint8 frame of `root`'s first camera to float32 (`dl.frames.FloatFrames`,
-    what the map loader's float32 output runs in the main process): the fastest of `repeats` batches of `batch`
-    channels-last frames, into reused output buffers (the fastest, so that a busy machine cannot make the bound
-    below too low)."""
-    import torch
+def float32_extra_s_per_frame(root: Path, batch: int = 16, repeats: int = 20) -> tuple[float, float]:
+    """(seconds, seconds) one core takes to stack one uint8 frame of `root`'s first camera into a float32 batch
+    (`dl.frames.float32_into`, what the map loader's workers do for float32 output) and into a uint8 batch (a
+    straight copy): each the fastest of `repeats` batches of `batch` channels-last frames into a reused output
+    buffer (the fastest, so that a busy machine cannot make the bound below too low)."""
+    import numpy as np
 
-    from dl.frames import FloatFrames
+    from dl.frames import float32_into
 
     info = json.loads((root / "meta" / "info.json").read_text())
     h, w, c = next(f["shape"] for f in info["features"].values() if f.get("dtype") == "video")
-    frames = torch.randint(0, 256, (batch, h, w, c), dtype=torch.uint8).movedim(-1, 1)
-    convert, times = FloatFrames(()), []
-    for _ in range(repeats + 1):
-        t0 = time.perf_counter()
-        convert.convert(frames)
-        times.append(time.perf_counter() - t0)
-    return min(times[1:]) / batch
+    frames = np.random.default_rng(0).integers(0, 256, (batch, h, w, c), dtype=np.uint8)
+    as_float, as_uint8 = np.empty(frames.shape, np.float32), np.empty_like(frames)
+
+    def fastest(stack) -> float:
+        times = []
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            for i in range(batch):
+                stack(i)
+            times.append(time.perf_counter() - t0)
+        return min(times[1:]) / batch
+
+    def copy(i):
+        as_uint8[i] = frames[i]
+
+    return fastest(lambda i: float32_into(as_float[i], frames[i])), fastest(copy)
 
 
 def float32_bound(root: Path, table: dict) -> str | None:
-    """An upper bound on the float32 map rate here: the uint8 run's cost per sample (all cores busy) plus the
-    fastest measured float32 conversion of its frames, with no other cost and no contention for memory, as a
-    share of the random-decode ceiling. None without both map runs."""
+    """An upper bound on the float32 map rate here: the uint8 run's cost per sample (all cores busy) plus what
+    stacking its frames as float32 costs more than stacking them as uint8 (measured at its fastest), with no
+    other cost and no contention for memory, as a share of the random-decode ceiling. None without both map
+    runs."""
     u8, f32 = table.get("dl-map-u8-w2", {}), table.get("dl-map-f32-w2", {})
     if not (u8.get("samples_per_s") and u8.get("random_ceiling") and u8.get("decoded_frames_pct_of_random_ceiling")):
         return None
     cores = len(os.sched_getaffinity(0))
     frames_per_sample = u8["decoded_frames_pct_of_random_ceiling"] / 100 * u8["random_ceiling"] / u8["samples_per_s"]
-    per_frame = conversion_s_per_frame(root)
-    bound = cores / (cores / u8["samples_per_s"] + frames_per_sample * per_frame)
+    to_float, to_uint8 = float32_extra_s_per_frame(root)
+    bound = cores / (cores / u8["samples_per_s"] + frames_per_sample * max(to_float - to_uint8, 0.0))
     pct = 100 * bound * frames_per_sample / u8["random_ceiling"]
-    return (f"dl-map-f32-w2 bound: float32 conversion {per_frame * 1e3:.3f} ms/frame on one core; uint8 rate plus "
-            f"that conversion on {cores} cores allows at most {bound:.0f} samples/s = {pct:.1f}% of the random-decode "
-            f"ceiling (measured: {f32.get('samples_per_s')} samples/s, "
-            f"{f32.get('decoded_frames_pct_of_random_ceiling')}%)")
+    return (f"dl-map-f32-w2 bound: stacking a frame as float32 takes {to_float * 1e3:.3f} ms on one core, as uint8 "
+            f"{to_uint8 * 1e3:.3f} ms; the uint8 rate plus the difference on {cores} cores allows at most "
+            f"{bound:.0f} samples/s = {pct:.1f}% of the random-decode ceiling (measured: "
+            f"{f32.get('samples_per_s')} samples/s, {f32.get('decoded_frames_pct_of_random_ceiling')}%)")
 
 
 def targets(table: dict) -> list[str]:

@@ -100,8 +100,9 @@ def quiet_fd_sharing() -> None:
 
 class WorkerInit:
     """The `worker_init_fn` dl gives every DataLoader: `quiet_fd_sharing()`, with `emit_uint8` the worker's copy
-    of the loader told to give uint8 camera frames (`dl.loader.DefersFloat`: the main process converts them),
-    then the plugins' own `worker_init_fn` (picklable, so spawned workers get it too)."""
+    of the loader told to give uint8 camera frames (`dl.loader.DefersFloat`: the worker's collate converts them
+    while it stacks the batch), then the plugins' own `worker_init_fn` (picklable, so spawned workers get it
+    too)."""
 
     def __init__(self, then: Callable | None = None, emit_uint8: bool = False):
         self.then, self.emit_uint8 = then, emit_uint8
@@ -116,8 +117,7 @@ class WorkerInit:
 
 class DlDataLoader(torch.utils.data.DataLoader):
     """A torch DataLoader that applies `batch_transforms`, in order, to every batch in the iterating process
-    (dl's hand-back of the workers' frame buffers, `dl.frame_buffers.FrameBufferReturns`, and conversion of
-    uint8 camera frames to float32 after the worker boundary, `dl.frames.FloatFrames`), and says how it was
+    (dl's hand-back of the workers' frame buffers, `dl.frame_buffers.FrameBufferReturns`), and says how it was
     built (`facts`)."""
 
     def __init__(self, dataset, *args, batch_transforms: Sequence[Callable] = (), facts: dict | None = None,
@@ -153,10 +153,10 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
     `dl.frames.FrameCollate`: `default_collate`'s values, small tensors sent from a worker inside the pickled
     batch (`dl.inline_tensors`), camera frames stacked in channels-last memory (the decoders' order), with
     workers and no `pin_memory` into shared-memory buffers this process hands back to the workers for reuse
-    (`dl.frame_buffers`: no fresh pages per batch); and when the loader asks for float32 frames, has workers,
-    no `pin_memory` and can defer the conversion (`dl.loader.DefersFloat`), its workers send uint8 frames and
-    the DataLoader converts each batch in this process (`dl.frames.FloatFrames`): the same values, a quarter
-    of the bytes through shared memory.
+    (`dl.frame_buffers`: no fresh pages per batch); and when the loader asks for float32 frames, has workers
+    and can defer the conversion (`dl.loader.DefersFloat`), its samples in the workers keep uint8 frames and
+    the workers' collate divides them by 255 while it stacks the batch (`dl.frames.stack_frames`): the same
+    values, one pass instead of two, none of it in this process.
 
     Args:
         loader: a dl loader (`dl.loader.Loader`).
@@ -179,7 +179,7 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
         ValueError: num_workers < 0.
     """
     from .frame_buffers import FrameBufferReturns
-    from .frames import FloatFrames, FrameCollate
+    from .frames import FrameCollate
     from .loader import DefersFloat, Resumable
     from .resume import ResumableDataLoader
 
@@ -200,20 +200,17 @@ def build_dataloader(loader: "Loader", *, batch_size: int | None, num_workers: i
     facts = needs.recorded()
     ours = needs.collate_fn is None and batch_size is not None
     reuse = reuse_frame_buffers and ours and bool(cameras) and num_workers > 0 and not kwargs.get("pin_memory")
-    transforms = []
+    defer = (ours and num_workers > 0 and bool(cameras) and loader.config.image_dtype == "float32"
+             and isinstance(loader, DefersFloat))
+    kwargs["worker_init_fn"] = WorkerInit(needs.worker_init_fn, emit_uint8=defer)
     if ours:
-        kwargs["collate_fn"] = FrameCollate(cameras, reuse_buffers=reuse)
+        kwargs["collate_fn"] = FrameCollate(cameras, reuse_buffers=reuse, float32=defer)
         facts["collate_fn"] = _qualname(kwargs["collate_fn"])
-    if reuse:
-        transforms.append(FrameBufferReturns(cameras))
-        facts["frame_buffers"] = "reused (workers stack frames into shared memory this process hands back)"
-    defer = (num_workers > 0 and needs.collate_fn is None and cameras and not kwargs.get("pin_memory")
-             and loader.config.image_dtype == "float32" and isinstance(loader, DefersFloat))
-    kwargs["worker_init_fn"] = WorkerInit(needs.worker_init_fn, emit_uint8=bool(defer))
     if defer:
-        transforms.append(FloatFrames(cameras))
-        facts["image_float32"] = "in the iterating process (workers send uint8)"
-    kwargs["batch_transforms"] = transforms
+        facts["image_float32"] = "in the workers' collate (samples keep uint8 frames until the batch is stacked)"
+    kwargs["batch_transforms"] = [FrameBufferReturns(cameras)] if reuse else []
+    if reuse:
+        facts["frame_buffers"] = "reused (workers stack frames into shared memory this process hands back)"
     if needs.sampler is None and not isinstance(loader, torch.utils.data.IterableDataset):
         kwargs["shuffle"] = True
     cls = ResumableDataLoader if isinstance(loader, Resumable) else DlDataLoader

@@ -103,8 +103,8 @@ class ReportsStats(Protocol):
 @runtime_checkable
 class DefersFloat(Protocol):
     """A loader that can give uint8 camera frames in a DataLoader worker although it was asked for float32, so
-    `dl.dataloader.build_dataloader` converts them after the worker boundary (`dl.frames`): the same values,
-    a quarter of the bytes through shared memory."""
+    that the worker's collate (`dl.dataloader.build_dataloader`, `dl.frames.stack_frames`) converts them while
+    it stacks the batch: the same values, one pass over the pixels instead of two."""
 
     def emit_uint8_frames(self) -> None:
         """From now on, in this process (a DataLoader worker's copy), give camera frames as uint8 [0, 255]."""

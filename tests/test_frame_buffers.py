@@ -49,12 +49,13 @@ def by_index(batches):
     return {int(i): (b[CAM0][j], b[CAM1][j]) for b in batches for j, i in enumerate(b["index"])}
 
 
+@pytest.mark.parametrize("image_dtype", ["uint8", "float32"])
 @pytest.mark.parametrize("loader", ["map", "pool"])
-def test_held_batches_keep_their_values_and_dropped_ones_free_their_buffers(small_dataset, loader):
+def test_held_batches_keep_their_values_and_dropped_ones_free_their_buffers(small_dataset, loader, image_dtype):
     options = {"episode_pool_size": 2} if loader == "pool" else {}
 
     def dataloader(workers):
-        dataset = dl.make_dataset(str(small_dataset), loader=loader, seed=5, image_dtype="uint8",
+        dataset = dl.make_dataset(str(small_dataset), loader=loader, seed=5, image_dtype=image_dtype,
                                   loader_options=options)
         return dl.make_dataloader(dataset, batch_size=4, num_workers=workers)
 

@@ -1,6 +1,6 @@
-"""Camera frames across the worker boundary (dl.frames): channels-last collation, float32 conversion after the
-boundary (bitwise equal to LeRobot's frames / 255.0, into reused buffers that are never reused while held),
-the GPU helper, and when dl's DataLoader defers the conversion."""
+"""Camera frames across the worker boundary (dl.frames): channels-last collation, float32 conversion while
+stacking (bitwise equal to LeRobot's frames / 255.0), the GPU helper, and when dl's DataLoader has the workers
+convert."""
 
 import pytest
 import torch
@@ -8,7 +8,7 @@ import torch.utils.data
 from torch.utils.data import default_collate
 
 import dl
-from dl.frames import FloatFrames, FrameCollate, images_to_float, stack_frames
+from dl.frames import FrameCollate, float32_into, images_to_float, stack_frames
 from dl.testing.synthetic import camera_key
 
 CAM0, CAM1 = camera_key(0), camera_key(1)
@@ -40,34 +40,24 @@ def test_frame_collate_matches_default_collate_values():
     assert [p.tolist() for p in pairs] == [[1, 3], [2, 4]]
 
 
-@pytest.mark.parametrize("layout", ["channels_last", "contiguous", "strided"])
-def test_float_frames_equal_lerobots_division(layout):
-    batch = stack_frames(hwc_frames(3, 2))
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous"])
+@pytest.mark.parametrize("window", [None, 3])
+def test_float32_stacking_equals_lerobots_division(window, layout):
+    frames = hwc_frames(4, window)
     if layout == "contiguous":
-        batch = batch.contiguous()
-    elif layout == "strided":
-        batch = batch[:, :, :, ::2]
-    converted = FloatFrames([CAM0]).convert(batch)
-    assert converted.dtype == torch.float32 and converted.shape == batch.shape
-    assert torch.equal(converted, batch.float() / 255.0)  # LeRobot: frames.type(torch.float32) / 255
+        frames = [f.contiguous() for f in frames]
+    stacked = stack_frames(frames, float32=True)
+    assert stacked.dtype == torch.float32 and stacked.movedim(-3, -1).is_contiguous()
+    assert torch.equal(stacked, torch.stack(frames).float() / 255.0)  # LeRobot: frames.type(torch.float32) / 255
+    already = stack_frames(list(stacked), float32=True)  # float frames are stacked as they are
+    assert torch.equal(already, stacked)
 
 
-def test_float_buffers_are_reused_only_when_nothing_holds_them():
-    convert = FloatFrames([CAM0], keep=2)
-    frames = stack_frames(hwc_frames(4))
-    first = convert({CAM0: frames})[CAM0]
-    view = first[1:3]  # the caller keeps part of the first batch
-    del first
-    second = convert({CAM0: stack_frames(hwc_frames(4, seed=1))})[CAM0]
-    assert second.data_ptr() != view.data_ptr() - view.storage_offset() * 4
-    assert torch.equal(view, frames[1:3].float() / 255.0), "a held batch was overwritten"
-    del view
-    ptr = second.data_ptr()
-    del second
-    third = convert({CAM0: frames})[CAM0]
-    assert len(convert._buffers) == 2 and torch.equal(third, frames.float() / 255.0)
-    assert third.data_ptr() in {s.data_ptr() for s in convert._buffers} and ptr in {
-        s.data_ptr() for s in convert._buffers}
+def test_float32_into_every_uint8_value_and_a_strided_output():
+    values = torch.arange(256, dtype=torch.uint8).reshape(16, 16)
+    out = torch.zeros(16, 32)[:, ::2]
+    float32_into(out.numpy(), values.numpy())
+    assert torch.equal(out, values.float() / 255.0)
 
 
 def test_images_to_float_moves_and_converts_camera_keys_only():
@@ -86,7 +76,7 @@ def test_workers_send_uint8_and_batches_equal_per_sample_float32(small_dataset, 
     options = {"episode_pool_size": 2} if loader == "pool" else {}
     dataset = dl.make_dataset(str(small_dataset), loader=loader, seed=3, loader_options=options)
     ours = dl.make_dataloader(dataset, batch_size=5, num_workers=2)
-    assert ours.facts()["image_float32"].startswith("in the iterating process")
+    assert ours.facts()["image_float32"].startswith("in the workers' collate")
     assert ours.facts()["collate_fn"] == "dl.frames.FrameCollate"
     reference = dl.make_dataset(str(small_dataset), loader=loader, seed=3, loader_options=options)
     plain = dl.make_dataloader(reference, batch_size=5, num_workers=0)  # per-sample conversion, no deferral
@@ -101,9 +91,11 @@ def test_workers_send_uint8_and_batches_equal_per_sample_float32(small_dataset, 
             assert value.dtype == torch.float32 and torch.equal(value, expected[index][key]), (index, key)
 
 
-def test_no_deferral_with_pin_memory_a_custom_collate_or_uint8(small_dataset):
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
+def test_no_deferral_without_workers_with_a_custom_collate_or_uint8(small_dataset):
     dataset = dl.make_dataset(str(small_dataset))
-    assert "image_float32" not in dl.make_dataloader(dataset, num_workers=1, pin_memory=True).facts()
+    assert "image_float32" in dl.make_dataloader(dataset, num_workers=1, pin_memory=True).facts()
+    assert "image_float32" not in dl.make_dataloader(dataset, num_workers=0).facts()
     custom = dl.make_dataloader(dataset, num_workers=1, collate_fn=default_collate)
     assert "image_float32" not in custom.facts() and custom.batch_transforms == ()
     assert "image_float32" not in dl.make_dataloader(dl.make_dataset(str(small_dataset), image_dtype="uint8"),

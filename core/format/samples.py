@@ -65,8 +65,8 @@ class SampleBuilder:
 
     def emit_uint8(self) -> None:
         """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says: in a DataLoader
-        worker whose batches `dl.dataloader` converts to float32 after the worker boundary (`dl.frames`), so
-        workers move a quarter of the bytes. Affects only this copy of the builder (this process)."""
+        worker whose collate converts them to float32 while it stacks the batch (`dl.frames.stack_frames`), one
+        pass over the pixels instead of two. Affects only this copy of the builder (this process)."""
         self.image_dtype = "uint8"
 
     def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:

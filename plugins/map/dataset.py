@@ -95,7 +95,7 @@ class MapDataset(torch.utils.data.Dataset):
 
     def emit_uint8_frames(self) -> None:
         """Give uint8 camera frames from now on, in this process (`dl.loader.DefersFloat`: a DataLoader worker
-        whose batches `dl.dataloader` converts after the worker boundary)."""
+        whose collate converts them while it stacks the batch)."""
         self.builder.emit_uint8()
 
     # ---------------------------------------------------------------------------- Resumable
