@@ -62,7 +62,7 @@ def test_from_a_worker_small_tensors_arrive_inline_and_large_ones_in_shared_memo
         for key in ("index", "state", "is_pad", "wide"):
             assert batch[key].dtype == expected[key].dtype and torch.equal(batch[key], expected[key])
         assert not batch["index"].is_shared() and not batch["state"].is_shared() and not batch["is_pad"].is_shared()
-        assert batch["wide"].is_shared(), "4 x 64 KiB is over INLINE_MAX_BYTES: shared memory, as torch does"
+        assert batch["wide"].is_shared(), "4 x 32 KiB is over INLINE_MAX_BYTES: shared memory, as torch does"
         assert batch["task"] == expected["task"]
 
 
