@@ -92,7 +92,7 @@ def test_workers_send_uint8_and_batches_equal_per_sample_float32(small_dataset, 
 
 
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
-def test_no_deferral_without_workers_with_a_custom_collate_or_uint8(small_dataset):
+def test_which_dataloaders_convert_float32_in_the_workers(small_dataset):
     dataset = dl.make_dataset(str(small_dataset))
     assert "image_float32" in dl.make_dataloader(dataset, num_workers=1, pin_memory=True).facts()
     assert "image_float32" not in dl.make_dataloader(dataset, num_workers=0).facts()
