@@ -99,12 +99,12 @@ def summarize(name: str, rows: list[dict], configs: list[str]) -> dict:
 
 def float32_extra_s_per_frame(root: Path, batch: int = 16, repeats: int = 20) -> tuple[float, float]:
     """(seconds, seconds) one core takes to stack one uint8 frame of `root`'s first camera into a float32 batch
-    (`dl.frames.float32_into`, what the map loader's workers do for float32 output) and into a uint8 batch (a
+    (`dl.dataloader.frames.float32_into`, what the map loader's workers do for float32 output) and into a uint8 batch (a
     straight copy): each the fastest of `repeats` batches of `batch` channels-last frames into a reused output
     buffer (the fastest, so that a busy machine cannot make the bound below too low)."""
     import numpy as np
 
-    from dl.frames import float32_into
+    from dl.dataloader.frames import float32_into
 
     info = json.loads((root / "meta" / "info.json").read_text())
     h, w, c = next(f["shape"] for f in info["features"].values() if f.get("dtype") == "video")

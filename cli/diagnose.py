@@ -7,7 +7,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .options import parse_key_values
+from .options import plugin_options
 
 
 @click.command()
@@ -25,14 +25,15 @@ def diagnose(root, repo_id, source, source_option, decoder, decoder_option, epis
     stream, decode the episode's first frame and check its timestamp. Prints torch, torchcodec and FFmpeg
     library versions, the codec and GOP found in each file against info.json, and a verdict with the fix.
     Exits 1 when a step fails."""
-    from dl.diagnose import diagnose as run_diagnosis
+    from dl.cli.diagnosis import diagnose as run_diagnosis
 
     if bool(root) == bool(repo_id):
         raise click.UsageError("give --root or --repo-id (one of them)")
     if repo_id:
         root, source = f"hf://datasets/{repo_id}", source or "hub"
-    found = run_diagnosis(root, source or "local", parse_key_values(source_option, "--source-option"), decoder,
-                          parse_key_values(decoder_option, "--decoder-option"), episode)
+    source = source or "local"
+    found = run_diagnosis(root, source, plugin_options("source", source, source_option, "--source-option"), decoder,
+                          plugin_options("decoder", decoder, decoder_option, "--decoder-option"), episode)
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2))
     else:

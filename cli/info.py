@@ -4,7 +4,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .options import parse_key_values
+from .options import plugin_options
 
 
 @click.command()
@@ -15,11 +15,11 @@ from .options import parse_key_values
 def info(root, source, source_option, decoder):
     """Summarize the LeRobot v3.0 dataset at ROOT: episodes, frames, fps, features, cameras (codec in
     info.json vs in the video stream), tasks, and missing files."""
-    from dl.assembly import build_decoder, open_dataset
-    from dl.decoder import codec_matches
-    from dl.errors import format_indices
+    from dl.contracts.decoder import codec_matches
+    from dl.contracts.errors import format_indices
+    from dl.host.assembly import build_decoder, open_dataset
 
-    meta = open_dataset(root, source, parse_key_values(source_option, "--source-option"))
+    meta = open_dataset(root, source, plugin_options("source", source, source_option, "--source-option"))
     src = meta.source
     probe = build_decoder(decoder)
     episodes = list(meta.episodes.values())

@@ -22,7 +22,7 @@ class DlGroup(click.Group):
     """Turns dl's own errors into click errors, so they print as `Error: message` and exit 2."""
 
     def invoke(self, ctx):
-        from dl.errors import DlError
+        from dl.contracts.errors import DlError
 
         try:
             return super().invoke(ctx)
@@ -58,7 +58,7 @@ cli.add_command(report)
 
 def main():
     """Console-script entry point."""
-    from dl.signals import Terminated, stop_once_on_signals
+    from dl.bench.signals import Terminated, stop_once_on_signals
 
     stop_once_on_signals()
     try:

@@ -7,22 +7,45 @@ from pathlib import Path
 
 import click
 
-from dl.errors import DlError
+from dl.contracts.errors import DlError
 
 
-def parse_key_values(items: tuple[str, ...], option: str) -> dict:
-    """("cache_size=8", "seek_mode=exact") -> {"cache_size": 8, "seek_mode": "exact"} (JSON values where
-    they parse, else strings)."""
+def parse_key_values(items: tuple[str, ...], option: str, guess: bool = True) -> dict:
+    """("mem=8G", "nodes=2") -> {"mem": "8G", "nodes": 2}: with `guess`, JSON values where they parse, else the
+    text (for values nothing types: storage options, resources); without, every value as text.
+
+    Raises:
+        click.BadParameter: an item that is not KEY=VALUE.
+    """
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{item!r}: write KEY=VALUE", param_hint=option)
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
+        out[key] = value
+        if guess:
+            try:
+                out[key] = json.loads(value)
+            except ValueError:
+                pass
     return out
+
+
+def plugin_options(kind: str, name: str, items: tuple[str, ...], option: str) -> dict:
+    """`--KIND-option KEY=VALUE` items as the named plugin's options, each value converted by its factory's
+    annotation (`dl.host.registry.Registry.parse_options`: `revision=2024` stays text for a `str` option).
+    For `--decoder auto` the values stay text (options then belong to no one decoder; the check refuses them).
+
+    Raises:
+        click.BadParameter: an item that is not KEY=VALUE. PluginError: unknown plugin or option, or a value
+            its option's type cannot read.
+    """
+    texts = parse_key_values(items, option, guess=False)
+    if not texts or name == "auto":
+        return texts
+    from dl.host.manager import get_plugins
+
+    return get_plugins().registry.parse_options(kind, name, texts, option)
 
 
 def parse_delta(items: tuple[str, ...]) -> dict[str, list[float]]:
@@ -83,7 +106,7 @@ class PluginOption(click.Option):
         super().__init__(*args, **kwargs)
 
     def get_help_record(self, ctx):
-        from dl.plugins_manager import get_plugins
+        from dl.host.manager import get_plugins
 
         names = get_plugins().registry.names(self.kind)
         self.help = (f"{self.kind.capitalize()} plugin: {', '.join(names) or 'none installed'}{self.also} "

@@ -17,7 +17,7 @@ def plugins(as_json):
     Plugins come from the `dl` entry-point group; built-ins register the same way. Set
     DL_DISABLE_PLUGINS=name,... to block some, DL_STRICT_PLUGINS=1 to make a broken plugin fatal.
     """
-    from dl.plugins_manager import get_plugins
+    from dl.host.manager import get_plugins
 
     loaded = get_plugins()
     entries = loaded.registry.entries()

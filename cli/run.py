@@ -18,6 +18,7 @@ from .options import (
     parse_episodes,
     parse_key_values,
     parse_workers,
+    plugin_options,
     split_csv,
     writable_folder,
 )
@@ -116,7 +117,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
     from dl.bench.loopback import needs_loopback, serve_on_loopback
     from dl.bench.session import check_dataset, check_plugins, finish, resolve_decoder, submit_specs, write_snapshot
-    from dl.plugins_manager import get_plugins
+    from dl.host.manager import get_plugins
 
     from .render import render_results
     from .status import follow, render_statuses
@@ -132,8 +133,11 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
                                  "choose one with --scheduler", param_hint="--scenario")
     for base in bases:
         check_plugins(_with_budget(base, budget_list[0]))
-    scheduler = get_plugins().registry.create("scheduler", bases[0].scheduler,
-                                              **parse_key_values(scheduler_option, "--scheduler-option"))
+    scheduler = get_plugins().registry.create(
+        "scheduler", bases[0].scheduler,
+        **plugin_options("scheduler", bases[0].scheduler, scheduler_option, "--scheduler-option"))
+    if not scheduler.queues:  # the runs execute on this machine: refuse worker counts it cannot run, up front
+        _check_worker_counts([w for ws in worker_lists for w in ws])
     out_dir = writable_folder(bases[0].out_dir)
     default_dataset = bases[0].root is None
     with contextlib.ExitStack() as servers:  # loopback servers of the remote scenarios live while runs execute
@@ -170,10 +174,20 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
         sys.exit(1)
 
 
+def _check_worker_counts(counts: list[int]) -> None:
+    from dl.contracts.errors import DlError
+    from dl.dataloader.world import check_worker_count
+
+    try:
+        check_worker_count(max(counts))
+    except DlError as exc:
+        raise click.BadParameter(str(exc), param_hint="--num-workers") from None
+
+
 def _budgets(values: tuple[str, ...]) -> list:
     """The --decode-budget values, checked (None: the flag was not given)."""
-    from dl.errors import DlError
-    from dl.units import parse_bytes
+    from dl.contracts.errors import DlError
+    from dl.contracts.units import parse_bytes
 
     budgets = split_csv(values)
     for budget in budgets:
@@ -202,8 +216,9 @@ def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, 
     fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
     fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas))
     for kind, items in (("source", source_option), ("loader", loader_option), ("decoder", decoder_option)):
+        name = fields.get(kind) or getattr(_DEFAULTS, kind)
         fields[f"{kind}_options"] = {**preset.get(f"{kind}_options", {}),
-                                     **parse_key_values(items, f"--{kind}-option")}
+                                     **plugin_options(kind, name, items, f"--{kind}-option")}
     fields["resources"] = {**preset.get("resources", {}), **parse_key_values(resource, "--resource")}
     fields["source_options"].update(_remote_options(fields, *remote))
     if episodes:

@@ -40,7 +40,7 @@ def render_statuses(submission, statuses, console: Console, log_lines: int = 15)
 
 def follow(scheduler, submission, console: Console, poll_s: float) -> list:
     """Poll until every run is final, printing each change of state; the final statuses."""
-    from dl.scheduler import FINAL_STATES
+    from dl.contracts.scheduler import FINAL_STATES
 
     seen: dict[str, str] = {}
     while True:
@@ -57,7 +57,7 @@ def follow(scheduler, submission, console: Console, poll_s: float) -> list:
 
 
 def _scheduler(submission):
-    from dl.plugins_manager import get_plugins
+    from dl.host.manager import get_plugins
 
     return get_plugins().registry.create("scheduler", submission.scheduler)
 
@@ -76,7 +76,7 @@ def status(out_dir, wait, poll_s, log_lines):
     failed run's log tail. Once every run has ended, its results are collected (ranks merged) into
     OUT_DIR/results.csv and shown; exit status 1 when a run failed."""
     from dl.bench.session import finish, load_submission
-    from dl.scheduler import FINAL_STATES
+    from dl.contracts.scheduler import FINAL_STATES
 
     from .render import render_results
 

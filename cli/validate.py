@@ -4,7 +4,7 @@ import click
 from rich.console import Console
 from rich.progress import Progress
 
-from .options import parse_episodes, parse_key_values
+from .options import parse_episodes, plugin_options
 
 
 @click.command()
@@ -21,11 +21,11 @@ def validate(root, source, source_option, decoder, episodes):
     Prints each problem with the file and episodes it concerns. Exit status: 0 when nothing is wrong (warnings
     allowed), 1 when something is, 2 when the dataset cannot be opened at all.
     """
-    from dl.assembly import build_decoder, open_dataset
-    from dl.errors import format_indices
+    from dl.contracts.errors import format_indices
     from dl.format.validation import validate as check
+    from dl.host.assembly import build_decoder, open_dataset
 
-    meta = open_dataset(root, source, parse_key_values(source_option, "--source-option"))
+    meta = open_dataset(root, source, plugin_options("source", source, source_option, "--source-option"))
     selection = parse_episodes(episodes) if episodes else None
     console = Console(stderr=True)
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:

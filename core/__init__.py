@@ -6,31 +6,36 @@ Library use::
     dataset = dl.make_dataset("path/to/dataset", episodes=[0, 3], delta_timestamps={"action": [0, 1/30]})
     loader = dl.make_dataloader(dataset, batch_size=16, num_workers=2)
 
-The top level holds the contracts and the plugin host: `hookspecs`, `registry`, `plugin_options`,
-`plugins_manager` (loading plugins); `source`, `loader`, `decoder`, `scheduler` (what each kind of
-plugin provides); `config`, `world`, `dataloader`, `frames`, `resume`, `elastic`, `assembly`, `api` (how they
-are put together, camera frames across the DataLoader's worker boundary included); `errors`, `paths`,
-`seeding`, `shared_counters`, `decoder_cache`, `torchcodec_video`, `units` (shared helpers); `retry`,
-`file_cache`, `remote_source` (the one wrapper remote sources read through: retries, counters, prefetch);
-`diagnose` (the decode path of one frame per camera, step by step).
-Subpackages: `dl.format` (the LeRobot v3.0 format), `dl.bench` (the benchmark), `dl.testing`
-(synthetic datasets and conformance suites), `dl.plugins` (built-in plugins), `dl.cli`.
+The package map (each package's docstring says what it holds and what it may import; `tests/test_layout.py`
+holds them to it):
 
-May import: `dl.format` (the top level's modules may import each other); never `dl.bench`, `dl.testing`,
-`dl.plugins` or `dl.cli`.
-`import dl` is cheap: names below load on first use (torch only when a loader is built).
+- `dl.contracts`: what a plugin implements and is handed (sources, decoders, loaders, schedulers, hook
+  specs, `LoaderConfig`, errors); plain Python, no torch.
+- `dl.format`: the LeRobot v3.0 format as dl reads it (metadata, rows, windows, samples, checks).
+- `dl.dataloader`: the torch DataLoader machinery (building it, batches across workers, resume, ranks).
+- `dl.kits`: what plugins build on (`remote`: retries, the prefetch cache; `video`: torchcodec, the decoder
+  cache).
+- `dl.host`: the plugin host (loading, registry, options, assembly) and the library entry points.
+- `dl.bench`: the benchmark behind `dl run`, with the scheduler runner; `dl.testing`: synthetic datasets,
+  conformance suites, loopback servers; `dl.plugins`: the built-in plugins; `dl.cli`: the command line.
+
+`import dl` is cheap: the names below load on first use (torch only when a loader is built).
 """
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 _EXPORTS = {
-    "make_dataset": "api", "make_dataloader": "api", "assemble": "assembly", "LoaderConfig": "config",
-    "DecodedFrames": "decoder", "Decoder": "decoder", "FrameRequest": "decoder", "DlError": "errors",
-    "hookimpl": "hookspecs", "images_to_float": "frames",
-    "DatasetMeta": "format.metadata", "EpisodeMeta": "format.metadata", "Loader": "loader",
-    "Resumable": "loader", "ReportsStats": "loader", "ResumableDataLoader": "resume", "Scheduler": "scheduler",
-    "FileSpan": "source", "Source": "source", "World": "world", "build_dataloader": "dataloader",
+    "make_dataset": "host.api", "make_dataloader": "host.api", "assemble": "host.assembly",
+    "build_dataloader": "dataloader.build", "ResumableDataLoader": "dataloader.dataloaders",
+    "merge_states": "dataloader.elastic", "resolve_ranks": "dataloader.world", "World": "dataloader.world",
+    "images_to_float": "dataloader.frames",
+    "DatasetMeta": "format.metadata", "EpisodeMeta": "format.metadata",
+    "LoaderConfig": "contracts.config", "DataLoaderNeeds": "contracts.needs", "DlError": "contracts.errors",
+    "hookimpl": "contracts.hookspecs", "Source": "contracts.source", "FileSpan": "contracts.source",
+    "Decoder": "contracts.decoder", "DecodedFrames": "contracts.decoder", "FrameRequest": "contracts.decoder",
+    "Loader": "contracts.loader", "Resumable": "contracts.loader", "ReportsStats": "contracts.loader",
+    "Scheduler": "contracts.scheduler",
 }
 
 try:

@@ -6,13 +6,20 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from dl.decoder import DecodedFrames, FrameRequest
-from dl.decoder_cache import DecoderCache
-from dl.errors import DlError
-from dl.hookspecs import hookimpl
-from dl.source import Source
-from dl.torchcodec_video import SEEK_MODES, TorchcodecDecoder, decode_frames, decoder_bytes, open_video, stream_facts
-from dl.world import process_cores
+from dl.contracts.decoder import DecodedFrames, FrameRequest
+from dl.contracts.errors import DlError
+from dl.contracts.hookspecs import hookimpl
+from dl.contracts.source import Source
+from dl.dataloader.world import process_cores
+from dl.kits.video.decoder_cache import DecoderCache
+from dl.kits.video.torchcodec_video import (
+    SEEK_MODES,
+    TorchcodecDecoder,
+    decode_frames,
+    decoder_bytes,
+    open_video,
+    stream_facts,
+)
 
 
 class CpuDecoder(TorchcodecDecoder):
@@ -20,7 +27,8 @@ class CpuDecoder(TorchcodecDecoder):
 
     Args:
         cache_size: decoders kept open per process (DataLoader worker). Opening costs a container parse;
-            keep it >= the number of video files a worker touches in a short window.
+            keep it >= the number of video files a worker touches in a short window. None: 64, raised by the host
+            to what the loader reads in turn (`dl.host.reconcile`); a number you give is kept as given.
         cache_bytes: the most memory the open decoders of one process may hold (each is estimated at
             (num_threads + 3) decoded YUV 4:2:0 frames, ~1.8 MB at 640x480 with 1 thread, as measured).
         num_threads: FFmpeg threads per decoder (1: parallelism comes from DataLoader workers).
@@ -30,7 +38,7 @@ class CpuDecoder(TorchcodecDecoder):
             where not. Decoded timestamps are checked against tolerance_s either way.
         camera_threads: decode the files of one `decode` call (a sample's cameras) in this many threads
             (torchcodec releases the GIL), or "auto": as many as this process has cores to itself
-            (`dl.world.process_cores`: cores / DataLoader workers / local ranks), so threads only run where
+            (`dl.dataloader.world.process_cores`: cores / DataLoader workers / local ranks), so threads only run where
             cores would otherwise idle (measured: 2 cameras in 2 threads decode 1.4-1.8x faster on 2 idle
             cores, and no faster with 2 DataLoader workers on 2 cores).
 
@@ -40,7 +48,7 @@ class CpuDecoder(TorchcodecDecoder):
 
     name = "cpu"
 
-    def __init__(self, cache_size: int = 64, cache_bytes: int = 512_000_000, num_threads: int = 1,
+    def __init__(self, cache_size: int | None = None, cache_bytes: int = 512_000_000, num_threads: int = 1,
                  seek_mode: str = "auto", camera_threads: int | str = "auto"):
         if seek_mode not in SEEK_MODES:
             raise DlError(f"decoder cpu: seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}.")
@@ -50,7 +58,9 @@ class CpuDecoder(TorchcodecDecoder):
             raise DlError(f"decoder cpu: num_threads must be an integer >= 0 (0: FFmpeg decides), got {num_threads!r}.")
         self.num_threads, self.seek_mode, self.camera_threads = num_threads, seek_mode, camera_threads
         held = (num_threads or os.cpu_count() or 1) + 3
-        self.cache = DecoderCache(cache_size, cache_bytes, functools.partial(decoder_bytes, frames=held))
+        self.cache_size_chosen = cache_size is not None
+        self.cache = DecoderCache(64 if cache_size is None else cache_size, cache_bytes,
+                                  functools.partial(decoder_bytes, frames=held))
         self._pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, threads, pool)
         self._cores: tuple[int, int] | None = None  # (pid, process_cores()): fixed for a process
 

@@ -8,8 +8,8 @@ import time
 
 import psutil
 
-from dl.hookspecs import hookimpl
-from dl.scheduler import Run, RunStatus, Scheduler, Submission
+from dl.contracts.hookspecs import hookimpl
+from dl.contracts.scheduler import Run, RunStatus, Scheduler, Submission
 
 
 class LocalScheduler(Scheduler):
@@ -87,7 +87,7 @@ def _signal_name(number: int) -> str:
 
 def _stop(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
     """Stop the run processes and everything they started: SIGTERM each one still alive (one already unwinding
-    from a terminal's Ctrl-C ignores it, see `dl.signals`; each stops its DataLoader workers on the way out),
+    from a terminal's Ctrl-C ignores it, see `dl.bench.signals`; each stops its DataLoader workers on the way out),
     SIGKILL those that have not exited after `grace_s` seconds, then SIGKILL any descendant still alive (a
     worker orphaned by that would otherwise keep running and hold the terminal's output open)."""
     descendants = []

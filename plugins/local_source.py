@@ -2,9 +2,9 @@
 
 import os
 
-from dl.errors import DlError
-from dl.hookspecs import hookimpl
-from dl.source import Source
+from dl.contracts.errors import DlError
+from dl.contracts.hookspecs import hookimpl
+from dl.contracts.source import Source
 
 
 def local_source(root: str) -> Source:

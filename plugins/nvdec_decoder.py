@@ -1,15 +1,15 @@
 """Decoder `nvdec`: torchcodec on `device="cuda"`, the GPU's NVDEC engine; frames stay on the GPU.
 
 A CUDA context cannot cross a fork, so this decoder asks for `spawn` DataLoader workers and no `pin_memory`
-(the frames are already on the GPU); `dl.dataloader.build_dataloader` and `dl run --decoder nvdec` arrange both
+(the frames are already on the GPU); `dl.dataloader.build.build_dataloader` and `dl run --decoder nvdec` arrange both
 and record them. Open decoders live in the process-local cache, dropped on fork and never pickled."""
 
-from dl.dataloader import DataLoaderNeeds
-from dl.decoder_cache import DecoderCache
-from dl.errors import DlError, VideoDecodeError
-from dl.hookspecs import hookimpl
-from dl.source import Source
-from dl.torchcodec_video import SEEK_MODES, TorchcodecDecoder, decoder_bytes, open_video, stream_facts
+from dl.contracts.errors import DecoderUnavailableError, DlError, VideoDecodeError
+from dl.contracts.hookspecs import hookimpl
+from dl.contracts.needs import DataLoaderNeeds
+from dl.contracts.source import Source
+from dl.kits.video.decoder_cache import DecoderCache
+from dl.kits.video.torchcodec_video import SEEK_MODES, TorchcodecDecoder, decoder_bytes, open_video, stream_facts
 
 FIX = ("Decode on the CPU (--decoder cpu), or re-encode the videos to H.264 or HEVC, which every NVDEC "
        "generation decodes (e.g. ffmpeg -i IN.mp4 -c:v libx264 -g 2 -crf 18 OUT.mp4).")
@@ -50,19 +50,21 @@ class NvdecDecoder(TorchcodecDecoder):
 
     Args:
         device: the CUDA device, e.g. "cuda" or "cuda:1".
-        cache_size: decoders kept open per process.
+        cache_size: decoders kept open per process. None: 16, raised by the host to what the loader reads in turn
+            (`dl.host.reconcile`); a number you give is kept as given.
         cache_bytes: the most memory the open decoders of one process may hold (estimated at 8 YUV frames each).
         seek_mode: "auto" (approximate where the container header is trustworthy, exact where not),
             "approximate" or "exact", as for `cpu`.
 
     Raises:
-        DlError: no usable GPU: torch or torchcodec built without CUDA, or no GPU visible; the message says which
-            and suggests the `cpu` decoder.
+        DecoderUnavailableError: no usable GPU: torch or torchcodec built without CUDA, or no GPU visible; the
+            message says which and suggests the `cpu` decoder.
+        DlError: an option out of range.
     """
 
     name = "nvdec"
 
-    def __init__(self, device: str = "cuda", cache_size: int = 16, cache_bytes: int = 512_000_000,
+    def __init__(self, device: str = "cuda", cache_size: int | None = None, cache_bytes: int = 512_000_000,
                  seek_mode: str = "auto"):
         if seek_mode not in SEEK_MODES:
             raise DlError(f"decoder nvdec: seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}.")
@@ -70,10 +72,11 @@ class NvdecDecoder(TorchcodecDecoder):
             raise DlError(f"decoder nvdec: device must be a CUDA device such as 'cuda' or 'cuda:0', got {device!r}.")
         problems = cuda_problems()
         if problems:
-            raise DlError(f"decoder nvdec needs an NVIDIA GPU that torch and torchcodec can use: "
+            raise DecoderUnavailableError(f"decoder nvdec needs an NVIDIA GPU that torch and torchcodec can use: "
                           f"{'; '.join(problems)}. Use --decoder cpu (torchcodec on the CPU) on this machine.")
         self.device, self.seek_mode = str(device), seek_mode
-        self.cache = DecoderCache(cache_size, cache_bytes, _bytes_of)
+        self.cache_size_chosen = cache_size is not None
+        self.cache = DecoderCache(16 if cache_size is None else cache_size, cache_bytes, _bytes_of)
 
     def _open(self, source: Source, path: str):
         decoder = open_video(source, path, seek_mode=self.seek_mode, device=self.device)

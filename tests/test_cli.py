@@ -24,7 +24,7 @@ import dl.bench.runner
 from dl.bench.default_dataset import DATASET_TAG
 from dl.bench.runner import RunFailed, run_benchmark
 from dl.bench.spec import RunSpec
-from dl.dataloader import DataLoaderNeeds
+from dl.contracts.needs import DataLoaderNeeds
 from dl.testing.synthetic import camera_key
 
 # ------------------------------------------------------------------------------ the main benchmark
@@ -237,7 +237,7 @@ def test_warmup_longer_than_the_dataset_runs_more_epochs(dataset_factory, tmp_pa
 
 
 class _Empty:
-    """A loader (dl.loader.Loader) over the real one's dataset that yields nothing."""
+    """A loader (dl.contracts.loader.Loader) over the real one's dataset that yields nothing."""
 
     def __init__(self, real):
         self.meta, self.decoder, self.config, self.episodes = real.meta, real.decoder, real.config, real.episodes

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 import dl
-from dl.assembly import build_decoder, open_source
-from dl.decoder import FrameRequest
-from dl.decoder_cache import DecoderCache
-from dl.errors import DlError
+from dl.contracts.decoder import FrameRequest
+from dl.contracts.errors import DlError
+from dl.host.assembly import build_decoder, open_source
+from dl.kits.video.decoder_cache import DecoderCache
+from dl.kits.video.torchcodec_video import decoder_bytes, header_trustworthy, open_video
 from dl.testing.synthetic import camera_key, read_frame_code
-from dl.torchcodec_video import decoder_bytes, header_trustworthy, open_video
 
 
 @pytest.fixture

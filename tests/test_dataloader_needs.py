@@ -1,12 +1,12 @@
-"""The DataLoader is built in one place (dl.dataloader) from what the loader, its decoder and its source
+"""The DataLoader is built in one place (dl.dataloader.build) from what the loader, its decoder and its source
 need of it; contradictions are refused naming both sides."""
 
 import pytest
 import torch.multiprocessing
 
 import dl
-from dl.dataloader import DataLoaderNeeds, merge_needs
-from dl.errors import PluginError
+from dl.contracts.errors import PluginError
+from dl.contracts.needs import DataLoaderNeeds, merge_needs
 from dl.plugins.cpu_decoder import CpuDecoder
 from dl.testing.synthetic import read_frame_code
 

@@ -1,4 +1,4 @@
-"""Tests for dl.decoder_cache.DecoderCache: LRU semantics and counters, counters summed across DataLoader
+"""Tests for dl.kits.video.decoder_cache.DecoderCache: LRU semantics and counters, counters summed across DataLoader
 workers, open decoders never pickled nor reused across fork; and the cpu decoder's use of it."""
 
 import json
@@ -14,7 +14,7 @@ import torch
 import torch.utils.data
 
 import dl
-from dl.decoder_cache import DecoderCache
+from dl.kits.video.decoder_cache import DecoderCache
 from dl.testing.synthetic import read_frame_code
 
 

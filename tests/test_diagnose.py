@@ -6,7 +6,7 @@ import pytest
 import torch
 from cli_helpers import invoke
 
-from dl.diagnose import container_of, diagnose, not_a_container
+from dl.cli.diagnosis import container_of, diagnose, not_a_container
 from dl.testing.synthetic import camera_key
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dl import hookspecs
-from dl.plugins_manager import load_plugins
+from dl.contracts import hookspecs
+from dl.host.manager import load_plugins
 
 DOCS = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
 HOOKS = [name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("register_")]

@@ -1,12 +1,13 @@
-"""dl.elastic: merging the ranks' states, and the position a loader of another (or the same) shape
+"""dl.dataloader.elastic: merging the ranks' states, and the position a loader of another (or the same) shape
 resumes from; dl.bench.resources: what a run asks of a cluster."""
 
 import pytest
 
 from dl.bench.resources import run_resources
 from dl.bench.spec import RunSpec
-from dl.elastic import ResumePosition, Segment, merge_states, position_from_state
-from dl.errors import DlError, ResumeError
+from dl.contracts.errors import DlError, ResumeError
+from dl.contracts.resume import ResumePosition, Segment
+from dl.dataloader.elastic import merge_states, position_from_state
 
 SHAPE = {"world_size": 2, "num_workers": 2, "batch_size": 4}
 

@@ -16,10 +16,10 @@ import torch
 import torch.utils.data
 from plugin_helpers import BUILTINS, CAMERA, EXAMPLE, run_dl
 
-from dl.config import LoaderConfig
-from dl.errors import DlError
+from dl.contracts.config import LoaderConfig
+from dl.contracts.errors import DlError
 from dl.format.metadata import DatasetMeta
-from dl.plugins_manager import load_plugins
+from dl.host.manager import load_plugins
 from dl.testing.synthetic import SyntheticConfig, read_frame_code, write_synthetic_dataset
 
 # --- the example plugin: examples/dl-example-zip -------------------------------------------------------

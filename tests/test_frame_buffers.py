@@ -1,4 +1,4 @@
-"""dl.frame_buffers: workers' shared-memory frame buffers, reused only once the iterating process holds no
+"""dl.dataloader.frame_buffers: workers' shared-memory frame buffers, reused only once the iterating process holds no
 reference to them: a held batch is never overwritten, dropped batches' buffers do come back, and a tensor's
 own bytes are never taken for a trailer."""
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import dl
-from dl.frame_buffers import TRAILER, FrameBufferReturns, SharedFrameBuffers, in_pooled_buffer
-from dl.frames import KEEP_BATCHES
+from dl.dataloader.frame_buffers import TRAILER, FrameBufferReturns, SharedFrameBuffers, in_pooled_buffer
+from dl.dataloader.frames import KEEP_BATCHES
 from dl.testing.synthetic import camera_key
 
 CAM0, CAM1 = camera_key(0), camera_key(1)

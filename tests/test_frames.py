@@ -1,4 +1,4 @@
-"""Camera frames across the worker boundary (dl.frames): channels-last collation, float32 conversion while
+"""Camera frames across the worker boundary (dl.dataloader.frames): channels-last collation, float32 conversion while
 stacking (bitwise equal to LeRobot's frames / 255.0), the GPU helper, and when dl's DataLoader has the workers
 convert."""
 
@@ -8,7 +8,7 @@ import torch.utils.data
 from torch.utils.data import default_collate
 
 import dl
-from dl.frames import FrameCollate, float32_into, images_to_float, stack_frames
+from dl.dataloader.frames import FrameCollate, float32_into, images_to_float, stack_frames
 from dl.testing.synthetic import camera_key
 
 CAM0, CAM1 = camera_key(0), camera_key(1)
@@ -77,7 +77,7 @@ def test_workers_send_uint8_and_batches_equal_per_sample_float32(small_dataset, 
     dataset = dl.make_dataset(str(small_dataset), loader=loader, seed=3, loader_options=options)
     ours = dl.make_dataloader(dataset, batch_size=5, num_workers=2)
     assert ours.facts()["image_float32"].startswith("in the workers' collate")
-    assert ours.facts()["collate_fn"] == "dl.frames.FrameCollate"
+    assert ours.facts()["collate_fn"] == "dl.dataloader.frames.FrameCollate"
     reference = dl.make_dataset(str(small_dataset), loader=loader, seed=3, loader_options=options)
     plain = dl.make_dataloader(reference, batch_size=5, num_workers=0)  # per-sample conversion, no deferral
     assert "image_float32" not in plain.facts()

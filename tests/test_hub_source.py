@@ -11,9 +11,9 @@ import pytest
 from remote_helpers import hub, loopback_hub_source, publish  # noqa: F401 (fixtures)
 
 import dl
-from dl.assembly import build_loader
-from dl.errors import DatasetFormatError, DlError
+from dl.contracts.errors import DatasetFormatError, DlError
 from dl.format.metadata import DatasetMeta
+from dl.host.assembly import build_loader
 
 
 def requests_since(hub, start: int, part: str) -> list[str]:  # noqa: F811

@@ -1,4 +1,4 @@
-"""dl.inline_tensors: a worker's small tensors cross to the main process inside the pickled batch and come out
+"""dl.dataloader.inline_tensors: a worker's small tensors cross to the main process inside the pickled batch and come out
 equal to default_collate's (values, dtype, shape), while large ones still go through shared memory."""
 
 import pickle
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch.utils.data import default_collate
 
 import dl
-from dl.inline_tensors import INLINE_MAX_BYTES, InlineTensor, collate_inline
+from dl.dataloader.inline_tensors import INLINE_MAX_BYTES, InlineTensor, collate_inline
 
 DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool, torch.float16,
           torch.bfloat16, torch.float32, torch.float64]

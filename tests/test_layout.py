@@ -1,42 +1,45 @@
-"""The tree shows the architecture: each package's docstring says what lives there and what it may import,
-and no module imports what its package may not (imports under `if TYPE_CHECKING:` are for annotations
-only and do not count)."""
+"""The tree shows the architecture. Each package's docstring names it and says what its modules may import
+(`May import:`, and `For annotations only:` for names used under `if TYPE_CHECKING:`); every import is
+checked against it, function-level ones included, and no two modules import each other in a circle once
+every import (module level, function level, `TYPE_CHECKING`) is counted. `import dl` and the contracts
+load no torch."""
 
 import ast
+import re
+import subprocess
+import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = {"dl": REPO / "core", "dl.plugins": REPO / "plugins", "dl.cli": REPO / "cli"}
-SUBPACKAGES = ("dl.format", "dl.bench", "dl.testing", "dl.plugins", "dl.cli")
-
-FORBIDDEN = {
-    "dl": ("dl.bench", "dl.testing", "dl.plugins", "dl.cli"),
-    "dl.format": ("dl.bench", "dl.testing", "dl.plugins", "dl.cli"),
-    "dl.bench": ("dl.plugins", "dl.cli", "dl.testing.loader_suite", "dl.testing.source_suite",
-                 "dl.testing.decoder_suite"),
-    "dl.testing": ("dl.bench", "dl.plugins", "dl.cli"),
-    "dl.plugins": ("dl.bench", "dl.testing", "dl.cli"),
-    "dl.cli": (),
-}
-"""Per layer, the packages its modules must not import (a plugin reaches other plugins only through the
-registry; the benchmark uses only the synthetic generator of dl.testing)."""
+ROOTS = {"dl": REPO / "core", "dl.plugins": REPO / "plugins", "dl.cli": REPO / "cli"}
+DOTTED = re.compile(r"`(dl(?:\.\w+)*)`")
 
 
-def modules():
-    for package, folder in PACKAGES.items():
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the `dl` package: `{dotted name: file}`."""
+    out = {}
+    for package, folder in ROOTS.items():
         for path in sorted(folder.rglob("*.py")):
             parts = path.relative_to(folder).with_suffix("").parts
             name = ".".join((package, *parts))
-            yield (name[: -len(".__init__")] if name.endswith(".__init__") else name), path
+            out[name[: -len(".__init__")] if name.endswith(".__init__") else name] = path
+    return out
 
 
-def layer(module: str) -> str:
-    return next((p for p in SUBPACKAGES if module == p or module.startswith(p + ".")), "dl")
+def packages() -> list[str]:
+    return sorted(m for m, p in modules().items() if p.name == "__init__.py")
 
 
-def runtime_imports(module: str, path: Path) -> list[str]:
+@cache
+def imports(module: str) -> tuple[tuple[str, bool], ...]:
+    """The dl modules `module` imports, each with whether the import is for annotations only
+    (under `if TYPE_CHECKING:`). `from package import name` counts as importing `package.name` when that is
+    a module, else `package`."""
+    path = modules()[module]
     tree = ast.parse(path.read_text())
     typing_only = set()
     for node in ast.walk(tree):
@@ -45,36 +48,144 @@ def runtime_imports(module: str, path: Path) -> list[str]:
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     found = []
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+        targets = []
         if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
+            targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                target = f"{base}.{node.module}" if node.module else base
-                found += [target] if node.module else [f"{base}.{a.name}" for a in node.names]
+                base = f"{base}.{node.module}" if node.module else base
             else:
-                found.append(node.module)
-    return [m for m in found if m == "dl" or m.startswith("dl.")]
+                base = node.module
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules() else base for a in node.names]
+        found += [(t, id(node) in typing_only) for t in targets if t == "dl" or t.startswith("dl.")]
+    return tuple(sorted(set(found)))
 
 
-@pytest.mark.parametrize(("module", "path"), list(modules()), ids=lambda v: v if isinstance(v, str) else "")
-def test_imports_respect_the_layers(module, path):
-    bad = [m for m in runtime_imports(module, path)
-           if any(m == f or m.startswith(f + ".") for f in FORBIDDEN[layer(module)])]
-    if layer(module) == "dl.plugins":  # a plugin package imports only itself among plugins
-        own = ".".join(module.split(".")[:3])
-        bad += [m for m in runtime_imports(module, path) if m.startswith("dl.plugins.") and not m.startswith(own)]
-    assert not bad, f"{module} ({layer(module)}) imports {bad}"
+def docstring(package: str) -> str:
+    return ast.get_docstring(ast.parse(modules()[package].read_text())) or ""
 
 
-FOLDERS = {"dl": REPO / "core", "dl.format": REPO / "core" / "format", "dl.bench": REPO / "core" / "bench",
-           "dl.testing": REPO / "core" / "testing", "dl.plugins": REPO / "plugins", "dl.cli": REPO / "cli"}
+def rule(package: str, heading: str) -> list[str] | None:
+    """The dotted names a package's docstring lists after `heading` (up to the next blank line), or None when
+    it has no such paragraph."""
+    doc = docstring(package)
+    if heading not in doc:
+        return None
+    paragraph = doc[doc.index(heading) + len(heading):].split("\n\n")[0]
+    return DOTTED.findall(paragraph) if "anything in dl" not in paragraph else ["dl"]
 
 
-@pytest.mark.parametrize("package", FOLDERS)
-def test_every_package_says_what_it_holds_and_may_import(package):
-    doc = ast.get_docstring(ast.parse((FOLDERS[package] / "__init__.py").read_text())) or ""
-    assert doc.startswith(f"{package}:"), f"{package}'s docstring should start by naming it: {doc[:60]!r}"
-    assert "May import:" in doc, f"{package}'s docstring does not say what it may import"
+def governing(module: str) -> str:
+    """The innermost package above `module` whose docstring states `May import:`."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:n])
+        is_package = candidate in modules() and modules()[candidate].name == "__init__.py"
+        if is_package and rule(candidate, "May import:") is not None:
+            return candidate
+    return "dl"
+
+
+def within(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+@pytest.mark.parametrize("module", sorted(modules()))
+def test_imports_are_those_the_package_docstring_allows(module):
+    package = governing(module)
+    allowed = [package, *(rule(package, "May import:") or [])]
+    annotations = rule(package, "For annotations only:") or []
+    bad = [(name, typing) for name, typing in imports(module)
+           if name != "dl" and not within(name, allowed) and not (typing and within(name, annotations))]
+    assert not bad, f"{module} imports {bad} (as (module, for annotations only)); {package}'s docstring allows " \
+                    f"{allowed[1:]}, for annotations {annotations}"
+
+
+def test_a_plugin_imports_no_other_plugin():
+    for module in modules():
+        if module.startswith("dl.plugins."):
+            own = ".".join(module.split(".")[:3])
+            others = [n for n, _ in imports(module) if n.startswith("dl.plugins.") and not within(n, [own])]
+            assert not others, f"{module} imports another plugin: {others}"
+
+
+def test_no_module_imports_itself_through_others():
+    graph = {m: [n for n, _ in imports(m) if n in modules() and n != m] for m in modules()}
+    cycles = strongly_connected(graph)
+    assert not cycles, "import cycles (every import counted, TYPE_CHECKING included): " + \
+        "; ".join(" <-> ".join(sorted(c)) for c in cycles)
+
+
+def strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative: the components of more than one module (the cycles)."""
+    index, low, on_stack, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            child = next(edges, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(component)
+    return out
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert strongly_connected({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["c", "b", "a"]]
+    assert strongly_connected({"a": ["b"], "b": []}) == []
+
+
+@pytest.mark.parametrize("package", packages())
+def test_every_package_says_what_it_holds(package):
+    doc = docstring(package)
+    if package.startswith("dl.plugins."):  # a plugin package starts with what it registers: "Loader `map`: ..."
+        assert doc, f"{package} has no docstring"
+    else:
+        assert doc.startswith(f"{package}:"), f"{package}'s docstring should start by naming it: {doc[:60]!r}"
+
+
+@pytest.mark.parametrize("package", [p for p in packages() if p.count(".") == 1])
+def test_every_layer_says_what_it_may_import(package):
+    assert rule(package, "May import:") is not None, f"{package}'s docstring does not say what it may import"
+
+
+def test_dl_top_level_holds_only_packages():
+    loose = sorted(p.name for p in ROOTS["dl"].glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules at dl's top level (put them in the package that says what they are): {loose}"
+
+
+def test_import_dl_and_the_contracts_load_no_torch():
+    contracts = [m for m in modules() if within(m, ["dl.contracts"])]
+    code = ("import sys, dl\n"
+            f"for name in {contracts!r}: __import__(name)\n"
+            "dl.DatasetMeta, dl.Source, dl.Decoder, dl.LoaderConfig, dl.hookimpl, dl.Loader, dl.DlError\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"torch modules loaded: {out.strip()[:300]}"

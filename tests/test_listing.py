@@ -11,8 +11,8 @@ from counting_source import listings
 from plugin_helpers import fake_distribution, run_dl
 
 import dl
-from dl.assembly import build_loader, open_dataset
-from dl.plugins_manager import load_plugins
+from dl.host.assembly import build_loader, open_dataset
+from dl.host.manager import load_plugins
 
 HERE = Path(__file__).parent
 

@@ -1,5 +1,5 @@
 """Tests for dl.format.metadata (DatasetMeta.load / select / missing files), dl.cli.options.parse_episodes and
-dl.errors.format_indices, on generated datasets and on the real open50 dataset (read-only)."""
+dl.contracts.errors.format_indices, on generated datasets and on the real open50 dataset (read-only)."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dl.cli.options import parse_episodes
-from dl.errors import DatasetFormatError, DlError, MissingFilesError, format_indices
+from dl.contracts.errors import DatasetFormatError, DlError, MissingFilesError, format_indices
 from dl.format.metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta, VideoSpan
 from dl.plugins.cpu_decoder import CpuDecoder
 from dl.plugins.local_source import local_source

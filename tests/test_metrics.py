@@ -8,7 +8,7 @@ import pytest
 
 from dl.bench.metrics import sample_latency_ms
 from dl.bench.results import HEADLINE, flatten, read_results, write_csv
-from dl.shuffle import distinct_episode_fraction, ideal_distinct_fraction
+from dl.dataloader.shuffle import distinct_episode_fraction, ideal_distinct_fraction
 
 
 def test_distinct_episode_fraction():

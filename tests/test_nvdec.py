@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import dl
-from dl.assembly import build_decoder
-from dl.dataloader import build_dataloader
-from dl.errors import DlError
+from dl.contracts.errors import DlError
+from dl.dataloader.build import build_dataloader
+from dl.host.assembly import build_decoder
 from dl.plugins.nvdec_decoder import NvdecDecoder, cuda_problems, unsupported_codec_message
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: nvdec builds here")

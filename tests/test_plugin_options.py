@@ -5,8 +5,8 @@ import pytest
 from plugin_helpers import run_dl
 
 import dl
-from dl.errors import PluginError
-from dl.plugin_options import REQUIRED, docstring_args, factory_options
+from dl.contracts.errors import PluginError
+from dl.host.options import REQUIRED, docstring_args, factory_options
 
 
 def loader_factory(meta, decoder, config, pool: int = 4, *, label: str = "x", mode):

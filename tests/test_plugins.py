@@ -11,8 +11,8 @@ import pluggy
 import pytest
 from plugin_helpers import BUILTINS, fake_distribution, run_dl, table_rows
 
-from dl.errors import PluginError
-from dl.plugins_manager import load_plugins
+from dl.contracts.errors import PluginError
+from dl.host.manager import load_plugins
 
 # --- helpers -------------------------------------------------------------------------------------------
 
@@ -26,7 +26,7 @@ def plugin_module(tmp_path, monkeypatch):
 
     def write(body: str) -> str:
         name = f"dltest_{uuid.uuid4().hex[:10]}"
-        (folder / f"{name}.py").write_text("from dl.hookspecs import hookimpl\n\n" + textwrap.dedent(body))
+        (folder / f"{name}.py").write_text("from dl.contracts.hookspecs import hookimpl\n\n" + textwrap.dedent(body))
         names.append(name)
         return name
 
@@ -75,7 +75,7 @@ def test_dl_plugins_json_lists_builtins():
     assert "episodes open at once per consumer" in pool["episode_pool_size"]["help"]
     assert got[("loader", "map")]["options"] == []
     cpu = {o["name"]: o["default"] for o in got[("decoder", "cpu")]["options"]}
-    assert cpu == {"cache_size": 64, "cache_bytes": 512_000_000, "num_threads": 1, "seek_mode": "auto",
+    assert cpu == {"cache_size": None, "cache_bytes": 512_000_000, "num_threads": 1, "seek_mode": "auto",
                    "camera_threads": "auto"}
     kinds = [p["kind"] for p in out["plugins"]]
     assert kinds == sorted(kinds, key=["source", "loader", "decoder", "scheduler"].index)
@@ -216,7 +216,7 @@ def test_create_rejects_an_object_of_the_wrong_kind(plugin_module):
     mod = plugin_module("@hookimpl\ndef register_decoders(register):\n    register('liar', dict, 'returns a dict')\n")
     registry = load_plugins(eps=[ep("liar", mod)], strict=True).registry
     with pytest.raises(PluginError, match=r"decoder plugin 'liar' from unknown \? returned dict, which is not a dl "
-                                          r"decoder: not a dl\.decoder\.Decoder"):
+                                          r"decoder: not a dl\.contracts\.decoder\.Decoder"):
         registry.create("decoder", "liar")
 
 

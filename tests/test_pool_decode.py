@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from pool_helpers import CAM0, FPS, consume, every_index, pool
 
 import dl
-from dl.errors import DlError, ResumeError
+from dl.contracts.errors import DlError, ResumeError
+from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.plugins.pool.chunk_pool import ChunkPool
 from dl.plugins.pool.episode_pool import EpisodePool
-from dl.shuffle import ideal_distinct_fraction
 from dl.testing.synthetic import read_frame_code
 
 FRAME = 96 * 128 * 3  # bytes of one decoded frame of pool_helpers.VIDEO

@@ -21,7 +21,7 @@ from pool_helpers import (
 )
 
 import dl
-from dl.errors import DlError
+from dl.contracts.errors import DlError
 from dl.plugins.pool.episode_pool import EpisodePool
 from dl.testing.synthetic import read_frame_code
 

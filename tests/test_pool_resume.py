@@ -1,4 +1,4 @@
-"""The pool loader's exact mid-epoch resume from counters (dl.resume): resumed streams equal the tail of
+"""The pool loader's exact mid-epoch resume from counters (dl.dataloader.resume): resumed streams equal the tail of
 uninterrupted ones, across workers and ranks; changed configurations are refused."""
 
 import itertools
@@ -13,8 +13,8 @@ import torch.utils.data
 from pool_helpers import CAM0, TABULAR, consume_loader, flat, index_batches, pool, resumable, tagged
 
 import dl
-from dl.errors import ResumeError
-from dl.resume import resume_point
+from dl.contracts.errors import ResumeError
+from dl.dataloader.resume import resume_point
 from dl.testing.synthetic import read_frame_code
 
 # --------------------------------------------------------------------------------------- resume

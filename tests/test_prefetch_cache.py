@@ -1,4 +1,4 @@
-"""dl.file_cache.PrefetchCache: reference counting of files shared by episodes, the byte limit (waiting in
+"""dl.kits.remote.file_cache.PrefetchCache: reference counting of files shared by episodes, the byte limit (waiting in
 line, reads of waiting files go remote, one episode over the limit is an error), failed downloads, and the
 run folder's clean-up on close and after a crash."""
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dl.errors import SourceFileNotFoundError
-from dl.file_cache import CacheLimitError, PrefetchCache
+from dl.contracts.errors import SourceFileNotFoundError
+from dl.kits.remote.file_cache import CacheLimitError, PrefetchCache
 
 
 class Remote:

@@ -10,9 +10,9 @@ import pytest
 from remote_helpers import hub, loopback_hub_source, publish, s3, s3_source, upload  # noqa: F401 (fixtures)
 
 import dl
-from dl.assembly import build_loader
-from dl.errors import SourceFileNotFoundError
+from dl.contracts.errors import SourceFileNotFoundError
 from dl.format.metadata import DatasetMeta
+from dl.host.assembly import build_loader
 from dl.plugins.remote.bucket import bucket_source
 from dl.testing.fault_proxy import FaultProxy, Faults
 

@@ -10,7 +10,7 @@ from cli_helpers import invoke
 
 from dl.bench.report import differing, load_rows, order, ratios, select
 from dl.bench.timeline import EpisodesSeen, Timeline, rank_overlap, rates, sum_timelines
-from dl.errors import DlError
+from dl.contracts.errors import DlError
 
 
 def result(name, sps, rss, scenario=None, status="ok", **config):

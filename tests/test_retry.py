@@ -1,4 +1,4 @@
-"""dl.retry: which errors are transient (on the exception types the remote libraries really raise), and
+"""dl.kits.remote.retry: which errors are transient (on the exception types the remote libraries really raise), and
 the retry loop: bounded attempts, Retry-After honoured, permanent errors never retried, a clear error."""
 
 import botocore.exceptions
@@ -6,8 +6,8 @@ import httpx2
 import pytest
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
-from dl.errors import SourceFileNotFoundError
-from dl.retry import RemoteReadError, RetryPolicy, classify
+from dl.contracts.errors import SourceFileNotFoundError
+from dl.kits.remote.retry import RemoteReadError, RetryPolicy, classify
 
 FAST = RetryPolicy(attempts=4, base_s=0.0, max_s=0.0, seed=0)
 

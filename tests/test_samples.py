@@ -11,7 +11,7 @@ import torch
 import torch.utils.data
 
 import dl
-from dl.errors import DlError, MissingFilesError, TimestampToleranceError, VideoDecodeError
+from dl.contracts.errors import DlError, MissingFilesError, TimestampToleranceError, VideoDecodeError
 from dl.testing.synthetic import action_value, camera_key, read_frame_code, state_value, task_string
 
 FPS = 30

@@ -9,8 +9,8 @@ import pytest
 from dl.bench.results import merge_ranks, merge_stats
 from dl.bench.session import collect, plan_runs
 from dl.bench.spec import RunSpec
+from dl.contracts.scheduler import Run, Submission
 from dl.plugins.local_scheduler import LocalScheduler
-from dl.scheduler import Run, Submission
 
 
 def test_submission_round_trips_through_json(tmp_path):

@@ -14,9 +14,9 @@ from cli_helpers import dl_subprocess
 
 from dl.bench.session import collect, plan_runs
 from dl.bench.spec import RunSpec
-from dl.errors import DlError
+from dl.contracts.errors import DlError
+from dl.contracts.scheduler import Run
 from dl.plugins.slurm import SlurmScheduler
-from dl.scheduler import Run
 
 pytestmark = pytest.mark.slow
 QUICK = dict(duration=0.5, warmup_batches=1, single_proc_samples=2, batch_size=4, num_workers=0)

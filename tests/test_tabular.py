@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dl
-from dl.errors import DatasetFormatError
+from dl.contracts.errors import DatasetFormatError
 from dl.format.metadata import DatasetMeta
 from dl.format.tabular import read_episode_tables, table_to_arrays, tabular_keys
 from dl.plugins.local_source import local_source

@@ -1,9 +1,9 @@
-"""Byte sizes as written on the command line (dl.units)."""
+"""Byte sizes as written on the command line (dl.contracts.units)."""
 
 import pytest
 
-from dl.errors import DlError
-from dl.units import format_bytes, parse_bytes
+from dl.contracts.errors import DlError
+from dl.contracts.units import format_bytes, parse_bytes
 
 
 @pytest.mark.parametrize(("text", "expected"), [("0", 0), (512, 512), ("512M", 512_000_000), ("1.5G", 1_500_000_000),

@@ -1,10 +1,10 @@
-"""dl.world.resolve_ranks: one resolver for rank and world size (arguments, torch.distributed, accelerate,
+"""dl.dataloader.world.resolve_ranks: one resolver for rank and world size (arguments, torch.distributed, accelerate,
 RANK/WORLD_SIZE, SLURM), in that order."""
 
 import pytest
 
-from dl.errors import DlError
-from dl.world import Ranks, World, resolve_ranks
+from dl.contracts.errors import DlError
+from dl.dataloader.world import Ranks, World, resolve_ranks
 
 ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
 

@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import dl_subprocess
 
 import dl
-from dl.errors import DatasetFormatError, UnsafePathError
+from dl.contracts.errors import DatasetFormatError, UnsafePathError
 from dl.testing.synthetic import camera_key
 
 FAST = ["--duration", "0.5", "--warmup-batches", "1", "--single-proc-samples", "2", "--batch-size", "4"]

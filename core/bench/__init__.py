@@ -10,7 +10,7 @@
   `loopback`: serving a local folder on loopback for the remote-source scenarios.
 - `report`, `plot`: `dl report`, comparing many results (the plots need the `plot` extra, matplotlib).
 
-May import: `dl`'s top level (contracts, host, assembly), `dl.format`, `dl.testing.synthetic` (the
-default dataset) and its loopback servers (`s3_server`, `hub_server`). Plugins are reached only through
-the registry, never imported. Never: `dl.cli`.
+May import: `dl.contracts`, `dl.host`, `dl.format`, `dl.dataloader`, `dl.kits.paths`, `dl.testing.synthetic` (the
+default dataset) and its loopback servers (`dl.testing.s3_server`, `dl.testing.hub_server`). Plugins are reached
+only through the registry, never imported.
 """

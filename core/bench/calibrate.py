@@ -3,10 +3,10 @@ fastest, in the host, before any run starts; the calibration goes into every run
 
 import dataclasses
 
-from ..errors import DlError
+from ..contracts.errors import DlError
+from ..contracts.units import parse_bytes
 from ..format.metadata import DatasetMeta
-from ..registry import Registry
-from ..units import parse_bytes
+from ..host.registry import Registry
 from .ceiling import random_frames_per_s, sequential_frames_per_s
 from .spec import RunSpec
 

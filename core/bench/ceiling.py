@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from ..decoder import Decoder
+from ..contracts.decoder import Decoder
 from ..format.metadata import DatasetMeta, EpisodeMeta
 
 RUN_FRAMES = 32

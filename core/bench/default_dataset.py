@@ -4,7 +4,7 @@ folder by `dl.testing.synthetic`."""
 import pathlib
 from collections.abc import Callable
 
-from ..paths import cache_dir
+from ..kits.paths import cache_dir
 from ..testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
 DATASET_TAG = "v3.0-s1"  # names the default dataset's cache folder; bump when generated content changes
@@ -14,7 +14,7 @@ DEFAULT_CONFIG = SyntheticConfig()  # the embedded default dataset; bump DATASET
 
 def default_dataset_root() -> pathlib.Path:
     """Folder of the embedded default dataset: ``datasets/default-<DATASET_TAG>`` in dl's cache folder
-    (``$DL_CACHE_DIR``, else ``$XDG_CACHE_HOME/dl`` or ``~/.cache/dl``; see ``dl.paths``)."""
+    (``$DL_CACHE_DIR``, else ``$XDG_CACHE_HOME/dl`` or ``~/.cache/dl``; see ``dl.kits.paths``)."""
     return cache_dir("datasets") / f"default-{DATASET_TAG}"
 
 

@@ -1,6 +1,6 @@
 """Benchmark modes: the `delta_timestamps` each mode asks for, on the dataset's own key names."""
 
-from ..errors import DlError
+from ..contracts.errors import DlError
 from ..format.metadata import DatasetMeta
 
 SARM_STEPS, CHUNK_STEPS = 8, 16

@@ -3,7 +3,7 @@ without a display (the Agg backend)."""
 
 from pathlib import Path
 
-from ..errors import DlError
+from ..contracts.errors import DlError
 from .report import ReportRow
 from .timeline import rates as timeline_rates
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import DlError
+from ..contracts.errors import DlError
 from .results import flatten, merge_ranks
 
 METRICS = ("samples_per_s", "decoded_frames_per_s", "peak_rss_gb", "shuffle_randomness_frac",

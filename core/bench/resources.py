@@ -1,11 +1,11 @@
-"""What a run asks of a cluster (`dl.scheduler.Run.resources`): the spec's own `resources` (a scenario's
+"""What a run asks of a cluster (`dl.contracts.scheduler.Run.resources`): the spec's own `resources` (a scenario's
 defaults, then `--resource KEY=VALUE`) completed from its world size and workers, and checked before
 anything is submitted."""
 
 import re
 
-from ..errors import DlError
-from ..scheduler import RESOURCES
+from ..contracts.errors import DlError
+from ..contracts.scheduler import RESOURCES
 from .spec import RunSpec
 
 _MEM = re.compile(r"^\d+[KMGT]?$")

@@ -22,18 +22,18 @@ import torch
 import torch.distributed
 import torch.utils.data
 
-from ..assembly import Assembly, build_loader, open_dataset
-from ..config import LoaderConfig
-from ..dataloader import build_dataloader, quiet_fd_sharing
-from ..errors import DlError, describe
-from ..loader import ReportsStats, Resumable
-from ..shuffle import distinct_episode_fraction, ideal_distinct_fraction
-from ..signals import Terminated, stop_once_on_signals
-from ..world import resolve_ranks
+from ..contracts.config import LoaderConfig
+from ..contracts.errors import DlError, describe
+from ..contracts.loader import ReportsStats, Resumable
+from ..dataloader.build import build_dataloader, quiet_fd_sharing
+from ..dataloader.shuffle import distinct_episode_fraction, ideal_distinct_fraction
+from ..dataloader.world import resolve_ranks
+from ..host.assembly import Assembly, build_loader, open_dataset
 from .ceiling import ceiling_shares, decode_ceiling
 from .memory import PeakRssMonitor, tree_pss_bytes
 from .metrics import sample_latency_ms
 from .modes import mode_delta_timestamps
+from .signals import Terminated, stop_once_on_signals
 from .spec import RunSpec
 from .timed_decoder import TimedDecoder
 from .timeline import EpisodesSeen, Timeline
@@ -94,7 +94,9 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         **single,
         "peak_rss_gb": round(rss.peak_bytes / 1e9, 3),
         "pss_gb_at_window_end": round(pss / 1e9, 3),
-        "video_decoder_cache": {**cache, "hit_rate": round(cache["hits"] / looked_up, 4) if looked_up else None},
+        "video_decoder_cache": {**cache, "hit_rate": round(cache["hits"] / looked_up, 4) if looked_up else None,
+                                **({"capacity_from": built.decoder_cache["capacity_from"]} if built.decoder_cache
+                                   else {})},
         "shuffle_randomness_ideal": round(ideal_distinct_fraction([e.length for e in episodes], spec.batch_size),
                                           4),
         "decode_ceiling": ceiling,
@@ -331,7 +333,7 @@ def _environment() -> dict:
 def main(argv: list[str]) -> int:
     """`python -m dl.bench.runner SPEC.json RESULT.json`: run one spec and write its result; exit 1 on failure
     (the result file then holds {"name", "status": "failed", "error", "traceback"} for any exception, dl's
-    own or not). With `world_size` > 1 this process is one rank (`dl.world.resolve_ranks`: RANK /
+    own or not). With `world_size` > 1 this process is one rank (`dl.dataloader.world.resolve_ranks`: RANK /
     WORLD_SIZE, or SLURM's variables) and joins a gloo group at MASTER_ADDR:MASTER_PORT. Ctrl-C (exit 130)
     and SIGTERM (exit 143) stop the run and its DataLoader workers and write nothing."""
     import traceback

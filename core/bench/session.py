@@ -10,11 +10,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..assembly import open_dataset
-from ..errors import DlError
+from ..contracts.errors import DlError
+from ..contracts.scheduler import Run, RunStatus, Scheduler, Submission
 from ..format.metadata import DatasetMeta
-from ..plugins_manager import get_plugins
-from ..scheduler import Run, RunStatus, Scheduler, Submission
+from ..host.assembly import open_dataset
+from ..host.manager import get_plugins
 from .calibrate import AUTO, check_auto_options, resolve_auto_decoder
 from .resources import run_resources
 from .results import merge_ranks, read_results, write_folder_csv

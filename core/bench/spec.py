@@ -19,7 +19,7 @@ class RunSpec:
     `DatasetMeta.to_snapshot()` the host wrote, so the run reads no metadata itself.
     Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`; `world_size` ranks (each a
     process of a torch.distributed gloo group when > 1); `resources`, what the run asks of a cluster
-    (`dl.scheduler.RESOURCES`: nodes, tasks_per_node, cpus_per_task, mem, time, gpus; completed by
+    (`dl.contracts.scheduler.RESOURCES`: nodes, tasks_per_node, cpus_per_task, mem, time, gpus; completed by
     `dl.bench.resources.run_resources`).
     How to iterate: `batch_size`, `num_workers`, `prefetch_factor`, `seed`.
     How to measure: `warmup_batches` (skipped), `duration` (steady-state window, s),

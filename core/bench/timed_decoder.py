@@ -4,8 +4,8 @@ fetch vs decode split)."""
 import time
 from collections.abc import Sequence
 
-from ..decoder import DecodedFrames, Decoder, FrameRequest
-from ..source import Source
+from ..contracts.decoder import DecodedFrames, Decoder, FrameRequest
+from ..contracts.source import Source
 
 
 class TimedDecoder(Decoder):
@@ -14,6 +14,7 @@ class TimedDecoder(Decoder):
 
     def __init__(self, inner: Decoder):
         self.inner, self.name, self.cache = inner, inner.name, inner.cache
+        self.cache_size_chosen = inner.cache_size_chosen
         self.decode_s = 0.0
 
     def _timed(self, call, *args):

@@ -6,6 +6,5 @@
 - `delta`: `delta_timestamps` as frame offsets, with LeRobot's clamping and `_is_pad` masks.
 - `samples`: LeRobot-compatible sample dicts from rows and decoded frames (`SampleBuilder`).
 
-May import: the contracts at `dl`'s top level (`dl.errors`, `dl.source`, `dl.decoder`, `dl.config`).
-Never: `dl.bench`, `dl.testing`, `dl.plugins`, `dl.cli`.
+May import: `dl.contracts`.
 """

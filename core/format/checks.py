@@ -10,8 +10,8 @@ import warnings
 
 import numpy as np
 
-from ..decoder import Decoder, codec_matches
-from ..errors import DatasetFormatError, format_indices
+from ..contracts.decoder import Decoder, codec_matches
+from ..contracts.errors import DatasetFormatError, format_indices
 
 FPS_SLACK = 0.01
 """Relative difference between two frame rates below which they are taken as equal (29.97 vs 30 is not)."""

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ..errors import DlError
+from ..contracts.errors import DlError
 
 
 def delta_indices(delta_timestamps: dict[str, list[float]], fps: int, known_keys: list[str],

@@ -10,8 +10,8 @@ import posixpath
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
-from ..errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
-from ..source import FileSpan, Source
+from ..contracts.errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
+from ..contracts.source import FileSpan, Source
 from .checks import check_episode_meta
 
 SUPPORTED_VERSION = "v3.0"

@@ -10,9 +10,9 @@ Building is split in two so a loader can decode late: `tabular()` needs only RAM
 import numpy as np
 import torch
 
-from ..config import LoaderConfig
-from ..decoder import DecodedFrames, Decoder, FrameRequest
-from ..errors import TimestampToleranceError
+from ..contracts.config import LoaderConfig
+from ..contracts.decoder import DecodedFrames, Decoder, FrameRequest
+from ..contracts.errors import TimestampToleranceError
 from .delta import delta_indices, window
 from .metadata import DatasetMeta, EpisodeMeta
 from .tabular import EpisodeArrays
@@ -65,7 +65,7 @@ class SampleBuilder:
 
     def emit_uint8(self) -> None:
         """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says: in a DataLoader
-        worker whose collate converts them to float32 while it stacks the batch (`dl.frames.stack_frames`), one
+        worker whose collate converts them to float32 while it stacks the batch (`dl.dataloader.frames.stack_frames`), one
         pass over the pixels instead of two. Affects only this copy of the builder (this process)."""
         self.image_dtype = "uint8"
 

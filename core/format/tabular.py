@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import DatasetFormatError
+from ..contracts.errors import DatasetFormatError
 from .checks import check_episode_table
 from .metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta
 

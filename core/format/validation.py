@@ -6,8 +6,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..decoder import Decoder
-from ..errors import DlError, describe
+from ..contracts.decoder import Decoder
+from ..contracts.errors import DlError, describe
 from .checks import check_streams_facts
 from .metadata import DatasetMeta, EpisodeMeta
 from .tabular import read_episode_tables, tabular_keys

@@ -9,7 +9,7 @@
   S3 server, a server of the Hub API endpoints huggingface_hub reads a dataset repo with, and a TCP proxy
   adding latency, a bandwidth cap, resets, 429s and 503s; `serve`: `python -m dl.testing.serve DATASET`.
 
-May import: `dl`'s top level, `dl.format`; the suites also pytest and hypothesis, `s3_server` moto. Never: `dl.bench`,
-`dl.plugins` (plugins are reached through the registry), `dl.cli`. Importing this package imports
-neither pytest nor torch.
+May import: `dl.contracts`, `dl.host`, `dl.format`, `dl.dataloader`; the suites also pytest and hypothesis,
+`s3_server` moto. Plugins are reached through the registry. Importing this package imports neither pytest
+nor torch.
 """

@@ -14,7 +14,7 @@ timestamps within a frame of the query, runs of consecutive frames (`frames_in_r
 several files in one `decode` call answered in order, timestamps outside the stream refused with
 `VideoDecodeError`, `probe` facts, pickling, and decoding in forked DataLoader workers after the parent
 decoded (no decoder crosses a fork) and in spawned ones. A decoder that needs a device skips with the reason
-its factory raises (`DlError`).
+its factory raises (`DecoderUnavailableError`); any other error fails.
 """
 
 import pickle
@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dl.assembly import open_dataset
-from dl.decoder import FrameRequest
-from dl.errors import DlError, VideoDecodeError
-from dl.plugins_manager import get_plugins
+from dl.contracts.decoder import FrameRequest
+from dl.contracts.errors import DecoderUnavailableError, VideoDecodeError
+from dl.host.assembly import open_dataset
+from dl.host.manager import get_plugins
 from dl.testing.synthetic import SyntheticConfig, camera_key, read_frame_code, write_synthetic_dataset
 
 SUITE_SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, database=None,
@@ -97,10 +97,11 @@ class DecoderSuite:
         return meta.source, path, sum(e.length for e in meta.episodes.values()), meta.fps
 
     def make_decoder(self):
-        """The decoder under test; skips (with its reason) when its factory says the machine cannot run it."""
+        """The decoder under test; skips (with its reason) when its factory raises `DecoderUnavailableError` (this
+        machine cannot run it). Any other error, a mistyped option among them, fails the test."""
         try:
             return get_plugins().registry.create("decoder", self.decoder, **self.decoder_options)
-        except DlError as exc:
+        except DecoderUnavailableError as exc:
             pytest.skip(f"decoder {self.decoder!r} cannot run here: {exc}")
 
     # ------------------------------------------------------------------------------------ values

@@ -10,9 +10,9 @@ What it checks, on generated datasets (`dl.testing.synthetic`), through `dl.make
 - every frame exactly once per epoch, for world sizes 1-3 x DataLoader workers 0-2 (ranks disjoint);
 - the same order for the same seed, another order for another seed and for the next epoch;
 - exact resume at any cut point (batches into epoch 0 or 1), with 0 and 2 workers, for loaders that are
-  `dl.loader.Resumable` (others skip those tests, saying so);
+  `dl.contracts.loader.Resumable` (others skip those tests, saying so);
 - elastic resume: a state saved by W ranks x N workers (batch size B, each rank cut at its own batch),
-  merged with `dl.elastic.merge_states`, resumed by W' ranks x N' workers (batch size B'): the frames not
+  merged with `dl.dataloader.elastic.merge_states`, resumed by W' ranks x N' workers (batch size B'): the frames not
   yet emitted come exactly once, the same ones for the same seed, and the next epoch is whole;
 - values equal to the `map` loader's at the same global index, windows and `{key}_is_pad` included;
 - the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn).
@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dl
-from dl.elastic import merge_states
-from dl.loader import Resumable
+from dl.contracts.loader import Resumable
+from dl.dataloader.elastic import merge_states
 from dl.testing.synthetic import SyntheticConfig, camera_key, write_synthetic_dataset
 
 TABULAR = SyntheticConfig(episodes=7, frames_per_episode=(5, 15), cameras=0, episodes_per_file=3, row_group_size=8)
@@ -106,7 +106,7 @@ class LoaderSuite:
 
     def require_resumable(self, dataset):
         if not isinstance(dataset, Resumable):
-            pytest.skip(f"loader {self.loader!r} is not dl.loader.Resumable: it does not claim exact resume")
+            pytest.skip(f"loader {self.loader!r} is not dl.contracts.loader.Resumable: it does not claim exact resume")
 
     # ------------------------------------------------------------------------------------ coverage
     @SUITE_SETTINGS

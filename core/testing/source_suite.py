@@ -25,9 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dl.errors import SourceFileNotFoundError, UnsafePathError
+from dl.contracts.errors import SourceFileNotFoundError, UnsafePathError
+from dl.contracts.source import Source
 from dl.format.metadata import DatasetMeta
-from dl.source import Source
 from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
 DATASET = SyntheticConfig(episodes=3, frames_per_episode=(8, 12), cameras=1, codec="h264", gop=4, episodes_per_file=2)

@@ -1,7 +1,7 @@
 """Loader `map`: a map-style dataset over the selected episodes, memory-mapped Arrow rows, in a seeded
 per-epoch order sharded over ranks (`dataset`, `sampler`, `arrow_store`)."""
 
-from dl.hookspecs import hookimpl
+from dl.contracts.hookspecs import hookimpl
 
 from .dataset import MapDataset
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, table_to_arrays
-from dl.paths import cache_dir
+from dl.kits.paths import cache_dir
 
 FORMAT_VERSION = 2  # 2: built only from rows that passed dl.format.checks (which depend on fps)
 

@@ -5,17 +5,17 @@ import logging
 import numpy as np
 import torch.utils.data
 
-from dl.config import LoaderConfig
-from dl.dataloader import DataLoaderNeeds
-from dl.decoder import Decoder
-from dl.elastic import ResumePosition
-from dl.errors import DlError
+from dl.contracts.config import LoaderConfig
+from dl.contracts.decoder import Decoder
+from dl.contracts.errors import DlError
+from dl.contracts.needs import DataLoaderNeeds
+from dl.contracts.resume import ResumePosition
+from dl.dataloader.resume import config_hash
+from dl.dataloader.world import resolve_ranks
 from dl.format.checks import check_streams
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import tabular_keys
-from dl.resume import config_hash
-from dl.world import resolve_ranks
 
 from .arrow_store import ArrowEpisodeStore
 from .sampler import EpochSampler
@@ -33,7 +33,7 @@ class MapDataset(torch.utils.data.Dataset):
 
     Order: `sampler` (an `EpochSampler`, given to the DataLoader by `dl.make_dataloader`) permutes every
     position per (seed, epoch) and deals rank `r` every `world_size`-th one, so ranks are disjoint and
-    cover each frame once per epoch. It is `dl.loader.Resumable`: a resume continues the epoch's order
+    cover each frame once per epoch. It is `dl.contracts.loader.Resumable`: a resume continues the epoch's order
     `batches_consumed * batch_size` positions in, with any number of DataLoader workers.
 
     Args:
@@ -94,7 +94,7 @@ class MapDataset(torch.utils.data.Dataset):
         return DataLoaderNeeds(sampler=self.sampler)
 
     def emit_uint8_frames(self) -> None:
-        """Give uint8 camera frames from now on, in this process (`dl.loader.DefersFloat`: a DataLoader worker
+        """Give uint8 camera frames from now on, in this process (`dl.contracts.loader.DefersFloat`: a DataLoader worker
         whose collate converts them while it stacks the batch)."""
         self.builder.emit_uint8()
 

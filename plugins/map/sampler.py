@@ -4,8 +4,8 @@ elastic resume, what the earlier shapes left of it, dealt to the new ranks."""
 import numpy as np
 import torch.utils.data
 
-from dl.elastic import Segment
-from dl.seeding import SHUFFLE, epoch_rng
+from dl.contracts.resume import Segment
+from dl.dataloader.seeding import SHUFFLE, epoch_rng
 
 
 class EpochSampler(torch.utils.data.Sampler):
@@ -16,7 +16,7 @@ class EpochSampler(torch.utils.data.Sampler):
     exactly once (shares differ by at most one; unlike torch's `DistributedSampler`, nothing is padded or
     dropped). `iter()` reads `epoch` and then moves it on, so each iteration is the next epoch.
 
-    A pending resume (`position`, a `dl.elastic.ResumePosition`) skips what this rank already consumed.
+    A pending resume (`position`, a `dl.dataloader.elastic.ResumePosition`) skips what this rank already consumed.
     After a resume in another shape, the epoch's order is replayed: each ended segment's ranks had
     consumed the first `batches x batch_size` positions of their share; what is left keeps the epoch's
     order and is dealt to the current ranks the same strided way, so the rest of the epoch is served
@@ -50,7 +50,23 @@ class EpochSampler(torch.utils.data.Sampler):
         return iter(share[skip:].tolist())
 
     def __len__(self) -> int:
-        return len(range(self.rank, self.length, self.world_size))
+        """Positions the next `iter()` yields: this rank's share of the epoch, less what a pending resume
+        skips (counted from the segments' counters, without drawing the order)."""
+        if self.position is None:
+            return len(range(self.rank, self.length, self.world_size))
+        left = self.length
+        for segment in self.position.segments:
+            left -= _consumed(left, segment)
+        share = len(range(self.rank, left, self.world_size))
+        batches = self.position.batches
+        return 0 if batches is None else max(share - batches * self.position.batch_size, 0)
+
+
+def _consumed(length: int, segment: Segment) -> int:
+    """How many of `length` positions the ranks of `segment` had consumed (the count of `_consumed_mask`)."""
+    world_size, batch_size = segment.shape["world_size"], segment.shape["batch_size"]
+    shares = [len(range(rank, length, world_size)) for rank in range(world_size)]
+    return sum(n if b is None else min(b * batch_size, n) for n, b in zip(shares, segment.batches_consumed, strict=True))
 
 
 def _consumed_mask(length: int, segment: Segment) -> np.ndarray:

@@ -1,12 +1,14 @@
-"""Loader `pool`: a streaming episode pool with uniform shuffle, decode on exit, exact resume and
-rank/worker splitting (`dataset`), and the pure functions only it uses: the pool's emission order
-(`episode_pool`) and the per-epoch dealing of episodes to consumers (`partition`)."""
+"""Loader `pool`: a streaming episode pool with uniform shuffle, video decoded chunk by chunk in order under a
+byte budget, exact and elastic resume and rank/worker splitting (`dataset`), and what only it uses: the
+emission orders (`episode_pool`, `chunk_pool`), the decoded chunks (`decode_buffer`), the per-epoch dealing
+of episodes to consumers (`partition`) and an epoch's segments after an elastic resume (`segments`)."""
 
-from dl.hookspecs import hookimpl
+from dl.contracts.hookspecs import hookimpl
 
 from .dataset import PoolDataset
 
 
 @hookimpl
 def register_loaders(register):
-    register("pool", PoolDataset, "streaming episode pool: uniform shuffle, decode on exit, exact resume")
+    register("pool", PoolDataset,
+             "streaming episode pool: uniform shuffle, chunks decoded in order under a byte budget, exact resume")

@@ -13,7 +13,7 @@ does: with as many slots as a consumer has episodes a batch mixes as many episod
 (simulated on open50's split over 2 workers: 1.00 of it with 24 slots, 0.92 with 16; drawing frames uniformly
 from the open chunks instead gives 0.55-0.88). A chunk is decoded when its first frame is drawn and dropped
 when its last is emitted. Everything is a function of counters and the consumer's RNG, so a resumed consumer
-replays it to any position without reading or decoding (`dl.resume`, `dl.elastic`)."""
+replays it to any position without reading or decoding (`dl.dataloader.resume`, `dl.dataloader.elastic`)."""
 
 from dataclasses import dataclass
 

@@ -8,27 +8,26 @@ from dataclasses import replace
 import numpy as np
 import torch.utils.data
 
-from dl.config import LoaderConfig
-from dl.dataloader import DataLoaderNeeds
-from dl.decoder import Decoder
-from dl.elastic import ResumePosition
-from dl.errors import DlError
+from dl.contracts.config import LoaderConfig
+from dl.contracts.decoder import Decoder
+from dl.contracts.errors import DlError
+from dl.contracts.needs import DataLoaderNeeds
+from dl.contracts.resume import ResumePosition
+from dl.contracts.units import format_bytes, parse_bytes
+from dl.dataloader.resume import config_hash, resume_point
+from dl.dataloader.shared_counters import SharedCounters
+from dl.dataloader.shuffle import ideal_distinct_fraction
+from dl.dataloader.world import World, current_world, resolve_ranks
 from dl.format.checks import check_streams
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
-from dl.resume import config_hash, resume_point
-from dl.shared_counters import SharedCounters
-from dl.shuffle import ideal_distinct_fraction
-from dl.units import format_bytes, parse_bytes
-from dl.world import World, current_world, resolve_ranks
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
 from .partition import partition_episodes
 from .segments import SegmentPlan, current_plan
 
-MAX_DECODERS = 256
 MAX_AUTO_CHUNK_FRAMES = 16
 """The longest chunk `decode_chunk_frames="auto"` picks: past a GOP or two, longer chunks gain little decode speed
 and cost open chunks (shuffle) within the budget."""
@@ -41,7 +40,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
     What to iterate: `meta`, `config.episodes`, `config.delta_timestamps` (exact in-RAM slices of the
     episode, any length, LeRobot padding), `config.image_dtype`, `config.tolerance_s`.
     How to iterate: `episode_pool_size`, `drop_last`, and `config.seed`, `config.rank` /
-    `config.world_size` (default: `dl.world.resolve_ranks`).
+    `config.world_size` (default: `dl.dataloader.world.resolve_ranks`).
 
     Every (rank x DataLoader worker) pair is a consumer owning a disjoint set of episodes per epoch
     (`dl.partition`). A consumer keeps `episode_pool_size` episodes' rows in RAM; a used-up episode is
@@ -56,13 +55,13 @@ class PoolDataset(torch.utils.data.IterableDataset):
     chunk) a frame is drawn uniformly from the open episodes and decoded as it leaves the pool. Each
     consumer's RNG derives from (seed, epoch, rank, worker). `iter()` advances the epoch; with a plain
     DataLoader and non-persistent workers call `set_epoch(e)`, or use `dl.ResumableDataLoader`, which also
-    saves and restores the position (`dl.resume`).
+    saves and restores the position (`dl.dataloader.resume`).
 
     The source hears of each episode as the pool admits it (`Source.admit`, with its data and video files)
     and when it leaves (`Source.release`), so a remote source can fetch ahead.
 
     Args:
-        meta, decoder, config: as every loader (`dl.loader.Loader`).
+        meta, decoder, config: as every loader (`dl.contracts.loader.Loader`).
         episode_pool_size: episodes open at once per consumer (>= 1); more gives batches from more episodes
             (a better shuffle) for more tabular rows held in RAM.
         drop_last: truncate every consumer to the smallest consumer's sample count, so all ranks take the
@@ -106,8 +105,6 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
         check_streams(meta, decoder, self.episodes[0])
-        working_set = self.pool_size * max(len(meta.video_keys), 1)
-        decoder.cache.resize(min(working_set, MAX_DECODERS))
         self.order = self._order(decode_chunk_frames)
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",
                                         "frames_decoded", "decode_buffer_bytes_peak"))
@@ -132,8 +129,14 @@ class PoolDataset(torch.utils.data.IterableDataset):
             return PoolOrder(self.pool_size)
         return PoolOrder(self.pool_size, chunk_frames, self.decode_budget // per_chunk)
 
+    def open_files_wanted(self) -> tuple[int, str]:
+        """The video files a consumer reads in turn: its open episodes x cameras (`dl.contracts.loader.OpensFiles`;
+        the host keeps that many decoders open unless the user chose the decoder's cache size)."""
+        episodes, cameras = min(self.pool_size, len(self.episodes)), len(self.meta.video_keys)
+        return episodes * cameras, f"episode_pool_size {self.pool_size}: {episodes} open episodes x {cameras} camera(s)"
+
     def emit_uint8_frames(self) -> None:
-        """Give uint8 camera frames from now on, in this process (`dl.loader.DefersFloat`)."""
+        """Give uint8 camera frames from now on, in this process (`dl.contracts.loader.DefersFloat`)."""
         self.builder.emit_uint8()
 
     # ----------------------------------------------------------------------------------------- epochs
@@ -154,7 +157,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
     def resume_shape(self, batch_size: int, num_workers: int) -> dict:
         """What a resume may change: world size, DataLoader workers (0 and 1 are the same: one consumer per
         rank) and batch size. Each consumer's order depends on them, so another shape replays the emitted
-        frames and deals the rest anew (`dl.elastic`)."""
+        frames and deals the rest anew (`dl.dataloader.elastic`)."""
         return {"world_size": self.world_size, "num_workers": max(num_workers, 1), "batch_size": batch_size}
 
     def dataloader_needs(self) -> DataLoaderNeeds:

@@ -4,7 +4,7 @@ and looked up per sample, within a byte budget fixed before the epoch starts."""
 import numpy as np
 import torch
 
-from dl.decoder import DecodedFrames, FrameRequest
+from dl.contracts.decoder import DecodedFrames, FrameRequest
 from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.tabular import EpisodeArrays
 
@@ -59,7 +59,7 @@ class DecodeBuffer:
 
     Args:
         builder: the loader's `dl.format.samples.SampleBuilder` (decoder, source, window offsets).
-        counters: `dl.shared_counters.SharedCounters` with "chunks_decoded", "frames_decoded" and
+        counters: `dl.dataloader.shared_counters.SharedCounters` with "chunks_decoded", "frames_decoded" and
             "decode_buffer_bytes_peak", counted in this process's slot (None: not counted).
 
     Attributes:

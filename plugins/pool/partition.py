@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from dl.seeding import PARTITION, epoch_rng
+from dl.dataloader.seeding import PARTITION, epoch_rng
 
 
 def partition_episodes(lengths: np.ndarray, num_consumers: int, seed: int, epoch: int) -> list[np.ndarray]:

@@ -1,4 +1,4 @@
-"""The pool's epoch as segments (`dl.elastic`): what each consumer streams in a segment, which frames the
+"""The pool's epoch as segments (`dl.dataloader.elastic`): what each consumer streams in a segment, which frames the
 consumers of the ended segments emitted (replayed from counters and seeded orders: no reads, no decode),
 and how the frames left are dealt to the consumers of the current shape."""
 
@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dl.elastic import Segment
-from dl.resume import resume_point
-from dl.seeding import ELASTIC, POOL, epoch_rng
+from dl.contracts.resume import Segment
+from dl.dataloader.resume import resume_point
+from dl.dataloader.seeding import ELASTIC, POOL, epoch_rng
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .episode_pool import EpisodePool
@@ -72,7 +72,7 @@ def later_plan(index: int, remainder: dict[int, np.ndarray], world_size: int, nu
 def emitted(plan: SegmentPlan, segment: Segment, lengths: np.ndarray, order: PoolOrder, seed: int,
             epoch: int) -> dict[int, list[int]]:
     """The rows each episode (position) had emitted when `segment` (of `plan`'s shape) ended: every
-    consumer's order replayed to the count `dl.resume.resume_point` gives for its rank's batches."""
+    consumer's order replayed to the count `dl.dataloader.resume.resume_point` gives for its rank's batches."""
     out: dict[int, list[int]] = {}
     n, batch_size = plan.num_workers, segment.shape["batch_size"]
     for rank, batches in enumerate(segment.batches_consumed):

@@ -5,14 +5,14 @@ benchmark keeps `meta/` on the Hub and data and videos in a bucket: `--data-file
 Storage options (endpoint URL, credentials profile, anonymous access) go to the filesystem of the bulk
 files as given (`--storage-option KEY=VALUE`, `source_options={"storage_options": {...}}`). On S3 the
 library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `max_attempts=1`
-unless given), so every retry happens, and is counted, in `dl.remote_source.RemoteSource`.
+unless given), so every retry happens, and is counted, in `dl.kits.remote.source.RemoteSource`.
 """
 
 import fsspec
 
-from dl.errors import DlError
-from dl.hookspecs import hookimpl
-from dl.remote_source import RemoteSource
+from dl.contracts.errors import DlError
+from dl.contracts.hookspecs import hookimpl
+from dl.kits.remote.source import RemoteSource
 
 from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
 from .options import DEFAULT_CACHE_BYTES, remote_kwargs

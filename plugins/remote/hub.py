@@ -15,11 +15,11 @@ import re
 
 import fsspec
 
-from dl.errors import DlError
-from dl.hookspecs import hookimpl
-from dl.remote_source import RemoteSource
-from dl.retry import RetryPolicy
-from dl.source import Source
+from dl.contracts.errors import DlError
+from dl.contracts.hookspecs import hookimpl
+from dl.contracts.source import Source
+from dl.kits.remote.retry import RetryPolicy
+from dl.kits.remote.source import RemoteSource
 
 from .options import DEFAULT_CACHE_BYTES, remote_kwargs
 

@@ -1,8 +1,8 @@
-"""The options both remote sources take, turned into `dl.remote_source.RemoteSource` keyword arguments."""
+"""The options both remote sources take, turned into `dl.kits.remote.source.RemoteSource` keyword arguments."""
 
-from dl.errors import DlError
-from dl.retry import RetryPolicy
-from dl.units import parse_bytes
+from dl.contracts.errors import DlError
+from dl.contracts.units import parse_bytes
+from dl.kits.remote.retry import RetryPolicy
 
 DEFAULT_CACHE_BYTES = 8_000_000_000
 

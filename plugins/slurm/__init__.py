@@ -2,7 +2,7 @@
 (`scheduler`); the job script and each rank's task script (`script`); job states read back from
 `scontrol` (`jobs`)."""
 
-from dl.hookspecs import hookimpl
+from dl.contracts.hookspecs import hookimpl
 
 from .scheduler import SlurmScheduler
 

@@ -5,8 +5,8 @@ default) after it ended."""
 import re
 import subprocess
 
-from dl.errors import DlError
-from dl.scheduler import RunStatus
+from dl.contracts.errors import DlError
+from dl.contracts.scheduler import RunStatus
 
 STATE_MAP = {
     "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending",
@@ -17,7 +17,7 @@ STATE_MAP = {
     "FAILED": "failed", "TIMEOUT": "failed", "NODE_FAIL": "failed", "PREEMPTED": "failed", "BOOT_FAIL": "failed",
     "DEADLINE": "failed", "OUT_OF_MEMORY": "failed", "SPECIAL_EXIT": "failed",
 }
-"""SLURM's job states (`squeue --help`) -> dl's (`dl.scheduler.STATES`)."""
+"""SLURM's job states (`squeue --help`) -> dl's (`dl.contracts.scheduler.STATES`)."""
 
 _FIELD = re.compile(r"(\w[\w/:]*)=(\S*)")
 

@@ -5,8 +5,8 @@ import os
 import sys
 from pathlib import Path
 
-from dl.errors import DlError
-from dl.scheduler import Run, RunStatus, Scheduler, Submission
+from dl.contracts.errors import DlError
+from dl.contracts.scheduler import Run, RunStatus, Scheduler, Submission
 
 from .jobs import job_status, show_jobs, slurm_command
 from .script import job_name, job_script, sbatch_options, task_script

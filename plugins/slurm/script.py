@@ -5,7 +5,7 @@
   `srun` starting one task per rank;
 - the task script (`NAME.task.sh`), which every task runs: it picks its rank's command line by
   `SLURM_PROCID` (each rank writes its own result file) and executes it. The runner then reads its rank
-  and world size from `SLURM_PROCID` / `SLURM_NTASKS` (`dl.world.resolve_ranks`).
+  and world size from `SLURM_PROCID` / `SLURM_NTASKS` (`dl.dataloader.world.resolve_ranks`).
 
 Both live beside the run's spec in `OUT_DIR/specs/`, which, like the results, must be on a filesystem the
 nodes share.
@@ -13,7 +13,7 @@ nodes share.
 
 import shlex
 
-from dl.scheduler import Run
+from dl.contracts.scheduler import Run
 
 MASTER_PORT_BASE, MASTER_PORT_SPAN = 20000, 20000
 """Each job's gloo rendezvous port: BASE + job id modulo SPAN (jobs of a chain never run at once)."""

@@ -1,0 +1,36 @@
+"""What a loader is asked to produce, independent of which loader produces it."""
+
+from dataclasses import dataclass
+
+IMAGE_DTYPES = ("float32", "uint8")
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """Options every loader honours (a loader's own options are keyword arguments of its factory).
+
+    Attributes:
+        episodes: episode indices to load; None loads all (every file they need must exist).
+        delta_timestamps: `{key: [offsets in seconds]}`; each key then yields `[T, ...]` plus a bool
+            `{key}_is_pad [T]` (LeRobot's convention). Offsets must be multiples of 1/fps.
+        image_dtype: "float32" gives camera frames in [0, 1] (LeRobot's format); "uint8" gives raw [0, 255].
+        tolerance_s: the largest allowed gap (seconds) between a queried timestamp and the decoded frame's
+            (LeRobot's default, 1e-4 s).
+        seed: seeds every order the loader draws (shuffle, partition), with the epoch.
+        rank, world_size: this process's share of the data in a distributed job; None (both) resolves them
+            with `dl.dataloader.world.resolve_ranks` (torch.distributed, accelerate, RANK/WORLD_SIZE, SLURM).
+    """
+
+    episodes: list[int] | None = None
+    delta_timestamps: dict[str, list[float]] | None = None
+    image_dtype: str = "float32"
+    tolerance_s: float = 1e-4
+    seed: int = 0
+    rank: int | None = None
+    world_size: int | None = None
+
+    def __post_init__(self):
+        if self.image_dtype not in IMAGE_DTYPES:
+            raise ValueError(f"image_dtype must be one of {IMAGE_DTYPES}, got {self.image_dtype!r}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")

@@ -1,0 +1,89 @@
+"""Errors dl raises on bad input. Each message names the file, episode or option at fault and what to do."""
+
+
+class DlError(Exception):
+    """Base class of every error dl raises on purpose; the CLI prints these without a traceback."""
+
+
+class DatasetFormatError(DlError):
+    """The dataset's metadata is not LeRobot v3.0 or is inconsistent (wrong version, missing keys)."""
+
+
+class MissingFilesError(DlError):
+    """Files the selected episodes need do not exist in the source.
+
+    Attributes:
+        missing: relative paths (from the dataset root) of every missing file, sorted.
+        episodes: the episode indices that need at least one missing file, sorted.
+        usable: the selected episodes whose files all exist, sorted.
+    """
+
+    def __init__(self, root: str, missing: list[str], episodes: list[int], usable: list[int]):
+        self.missing, self.episodes, self.usable = missing, episodes, usable
+        shown = "\n  ".join(missing[:50]) + ("\n  ..." if len(missing) > 50 else "")
+        select = f"--episodes {format_indices(usable)}" if usable else "none of the selected episodes is complete"
+        super().__init__(
+            f"{len(missing)} file(s) needed by episode(s) {format_indices(episodes)} are missing under "
+            f"{root}:\n  {shown}\nDownload them, or select only the episodes whose files exist "
+            f"(episodes=[...] / {select})."
+        )
+
+
+class SourceFileNotFoundError(DlError, FileNotFoundError):
+    """A file the source was asked for does not exist; the message names its URL."""
+
+
+class UnsafePathError(DlError):
+    """A dataset-relative path is absolute or leaves the dataset root (`..`)."""
+
+
+class TimestampToleranceError(DlError):
+    """A decoded frame's timestamp is farther than `tolerance_s` from the queried timestamp."""
+
+
+class VideoDecodeError(DlError):
+    """A video file could not be opened or decoded."""
+
+
+class DecoderUnavailableError(DlError):
+    """A decoder cannot run on this machine (no GPU, torch or torchcodec built without CUDA): not a mistake in its
+    options. The decoder conformance suite skips on it; `dl run --decoder auto` passes the decoder over."""
+
+
+class PluginError(DlError):
+    """A plugin is unknown, failed to load, or clashes with another plugin's name."""
+
+
+class PluginClashError(PluginError):
+    """Two plugins register the same name in one kind; the message names both distributions."""
+
+
+class ResumeError(DlError):
+    """A loader state cannot be resumed with the current configuration."""
+
+
+def format_indices(indices: list[int]) -> str:
+    """Format sorted integers compactly as ranges: [0, 1, 2, 5, 7, 8] -> "0-2,5,7-8"."""
+    parts: list[str] = []
+    for i in sorted(set(indices)):
+        if parts and parts[-1][1] == i - 1:
+            parts[-1][1] = i
+        else:
+            parts.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def describe(exc: BaseException) -> str:
+    """The cause of `exc` as users should read it: dl's own message for a `DlError`, else "Type: message".
+    An exception re-raised by a torch DataLoader from one of its workers carries the worker's whole traceback
+    as its message; only the original exception's message is kept."""
+    text = str(exc)
+    if text.startswith("Caught ") and "Original Traceback" in text:
+        for head in (f"{type(exc).__module__}.{type(exc).__qualname__}: ", f"{type(exc).__qualname__}: "):
+            start = text.rfind("\n" + head)
+            if start >= 0:
+                text = text[start + 1 + len(head):].rstrip()
+                break
+        else:
+            text = text.rstrip().splitlines()[-1]
+    return text if isinstance(exc, DlError) else f"{type(exc).__name__}: {text}"

@@ -1,0 +1,211 @@
+"""The source contract: where a dataset's files live, and the one read path every byte dl reads takes.
+
+Metadata (`meta/info.json`, `meta/episodes/`, `meta/tasks.parquet`, `meta/stats.json`), data parquet and
+video all go through a `Source`'s few methods: `list_files`, `open`, `read_bytes`, `fingerprint`, `video_input`,
+plus the admission signal (`admit` / `release`) loaders send before and after they need an episode's
+files. A wrapper that overrides these methods (retries, request counters, a local cache, prefetch) sees
+every read.
+"""
+
+import os
+import posixpath
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, BinaryIO
+
+from .errors import SourceFileNotFoundError, UnsafePathError
+
+if TYPE_CHECKING:
+    import fsspec
+
+    from .needs import DataLoaderNeeds
+
+
+@dataclass(frozen=True)
+class FileSpan:
+    """Bytes of one file an episode needs: `path` relative to the root, `[start, end)` in bytes, or the
+    whole file when both are None. `size` is the whole file's size in bytes when the caller knows it (from
+    `DatasetMeta.files`; saves a remote source a request) and `share` the fraction of the file the episode's
+    samples use (v3.0 packs several episodes per file), for read-amplification figures only."""
+
+    path: str
+    start: int | None = None
+    end: int | None = None
+    size: int | None = None
+    share: float = 1.0
+
+
+class Source:
+    """A LeRobot v3.0 dataset root on an fsspec filesystem.
+
+    Args:
+        fs: the filesystem (e.g. `fsspec.filesystem("file")`).
+        root: the dataset root on `fs` (a path, without protocol).
+        name: the plugin name that built it, for messages and results.
+
+    Paths given to the methods are relative to the root, with "/" separators, as in info.json; one that
+    is absolute or climbs out of the root with `..` raises `UnsafePathError`. The root is trusted: a
+    symbolic link inside it is followed wherever it points. The filesystem is rebuilt once in each forked
+    process (DataLoader workers): an instance inherited across fork may share open files or connections
+    with its parent, and interleaved reads corrupt each other.
+    """
+
+    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str):
+        self.root, self.name = root.rstrip("/"), name
+        self._fs, self._pid = fs, os.getpid()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    @property
+    def fs(self) -> "fsspec.AbstractFileSystem":
+        """This process's filesystem instance."""
+        if self._pid != os.getpid():
+            # fsspec's instance cache is per process, so this makes a fresh instance after fork
+            self._fs, self._pid = type(self._fs)(*self._fs.storage_args, **self._fs.storage_options), os.getpid()
+        return self._fs
+
+    @cached_property
+    def url(self) -> str:
+        """The root as a URL (`protocol://root`): names the dataset in messages, results and cache keys
+        (computed once: decoders key their cache on it per sample). Sources whose filesystem wraps another
+        (archives) override it to include what they wrap."""
+        return self.fs.unstrip_protocol(self.root)
+
+    @property
+    def is_local(self) -> bool:
+        """Whether files are plain local paths (decoders may then open them by path)."""
+        from fsspec.implementations.local import LocalFileSystem
+
+        return isinstance(self.fs, LocalFileSystem)
+
+    def path(self, rel: str) -> str:
+        """The full path of `rel` on `fs`.
+
+        Raises:
+            UnsafePathError: `rel` is absolute or leaves the root (`..`), e.g. from an info.json template.
+        """
+        clean = posixpath.normpath(rel.replace("\\", "/"))
+        if rel.startswith(("/", "\\")) or clean == ".." or clean.startswith("../") or ":" in clean.split("/")[0]:
+            raise UnsafePathError(f"{rel!r} escapes the dataset root {self.url}: dl reads only files under the "
+                                  "root. Fix the path (or the info.json template it came from).")
+        return posixpath.join(self.root, clean) if clean != "." else self.root
+
+    def list_files(self, folder: str) -> dict[str, int]:
+        """Every file under `folder` (recursively), as `{path relative to the root: size in bytes}`, sorted.
+        One listing request per call; a missing folder lists as `{}`. `DatasetMeta.load` lists each top
+        folder once per run and keeps the result, so loaders never list again. On local disk symbolic links
+        are followed, folders included (fsspec's listing does not descend into a linked folder and types a
+        linked file "other"): the root is trusted, wherever its links point."""
+        base = self.path(folder)
+        from fsspec.implementations.local import LocalFileSystem
+
+        if type(self.fs) is LocalFileSystem:  # fsspec's own (a subclass may list its own way)
+            return _walk_local(base, self.root)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        prefix = self.root + "/" if self.root else ""
+        out = {}
+        for full, info in found.items():
+            if info.get("type", "file") != "file":
+                continue
+            full = self.fs._strip_protocol(full)
+            out[full[len(prefix):] if full.startswith(prefix) else posixpath.relpath(full, self.root)] = int(
+                info.get("size") or 0)
+        return dict(sorted(out.items()))
+
+    def open(self, rel: str) -> BinaryIO:
+        """Open `rel` for binary reading (seekable).
+
+        Raises:
+            SourceFileNotFoundError: no such file (also a `FileNotFoundError`).
+        """
+        try:
+            return self.fs.open(self.path(rel), "rb")
+        except FileNotFoundError:
+            raise SourceFileNotFoundError(f"{self.url}/{rel} does not exist.") from None
+
+    def read_bytes(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
+        """The bytes `[start, end)` of `rel` (the whole file by default; negative offsets count from the end,
+        as in fsspec's `cat_file`).
+
+        Raises:
+            SourceFileNotFoundError: no such file.
+        """
+        try:
+            return self.fs.cat_file(self.path(rel), start=start, end=end)
+        except FileNotFoundError:
+            raise SourceFileNotFoundError(f"{self.url}/{rel} does not exist.") from None
+
+    def fingerprint(self, rel: str) -> str:
+        """A string that changes when `rel` changes and stays equal while it does not, in any process: built
+        from the file's own facts (size plus ETag, checksum or CRC, else mtime: see `file_facts`),
+        never from object identity. Keys dl's caches.
+
+        Raises:
+            SourceFileNotFoundError: no such file.
+        """
+        try:
+            info = self.fs.info(self.path(rel))
+        except FileNotFoundError:
+            raise SourceFileNotFoundError(f"{self.url}/{rel} does not exist.") from None
+        return file_facts(info)
+
+    def video_input(self, rel: str) -> str | BinaryIO:
+        """What a decoder opens for the video `rel`: a local path when the file is on local disk, else a
+        seekable file object. Remote sources may override this to hand out a locally cached copy."""
+        return self.path(rel) if self.is_local else self.open(rel)
+
+    def admit(self, key: object, files: list[FileSpan]) -> None:
+        """A loader will soon read `files` for `key` (an episode index): a remote source may start fetching
+        them. Called in the process that will read (a DataLoader worker), before the first read. No-op here."""
+
+    def release(self, key: object) -> None:
+        """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.
+        No-op here."""
+
+    def settle(self) -> None:
+        """Block until every file admitted so far in this process is local (a loader that needs all its files
+        from the start, such as `map`, calls it after admitting them, before DataLoader workers fork). No-op
+        here."""
+
+    def pinned_options(self) -> dict:
+        """Source options that rebuild exactly this source without asking the server again (e.g. a Hub
+        revision resolved to its commit sha). `dl run`'s host merges them into the options every run and
+        rank gets, so they all read the version the host checked. Nothing here."""
+        return {}
+
+    def dataloader_needs(self) -> "DataLoaderNeeds":
+        """What this source needs of the DataLoader (see `dl.dataloader.build`); nothing by default."""
+        from .needs import DataLoaderNeeds
+
+        return DataLoaderNeeds()
+
+
+CONTENT_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "CRC", "checksum", "blob_id")
+TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated")
+
+
+def file_facts(info: dict) -> str:
+    """A fingerprint from an fsspec `info()` dict: the size plus the content hashes the filesystem reports
+    (ETag, MD5, CRC, checksum, git blob id), or, when it reports none, its modification time. (A hash is
+    preferred: the same bytes uploaded twice get two modification times.)"""
+    facts = [f"size={info.get('size')}"]
+    keys = CONTENT_KEYS if any(info.get(k) is not None for k in CONTENT_KEYS) else TIME_KEYS
+    facts += [f"{key}={info[key]}" for key in keys if info.get(key) is not None]
+    return ";".join(facts)
+
+
+def _walk_local(base: str, root: str) -> dict[str, int]:
+    out = {}
+    for dirpath, _, filenames in os.walk(base, followlinks=True):
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                size = os.stat(full).st_size
+            except FileNotFoundError:  # a dangling link: not a file the dataset has
+                continue
+            out[os.path.relpath(full, root).replace(os.sep, "/")] = size
+    return dict(sorted(out.items()))

@@ -1,0 +1,13 @@
+"""dl.dataloader: the torch DataLoader machinery dl builds around a loader, and the orders loaders draw.
+
+- `build`: `build_dataloader`, from what the loader, decoder and source need (`dl.contracts.needs`);
+  `dataloaders`: the DataLoader classes it returns (`DlDataLoader`, `ResumableDataLoader`).
+- `frames`, `frame_buffers`, `inline_tensors`: a batch across the worker boundary (camera frames stacked
+  into reused shared memory, small tensors inside the pickled batch, float32 converted while stacking).
+- `resume`, `elastic`: exact and elastic mid-epoch resume from counters; `shared_counters`: counters in
+  shared memory, read across DataLoader workers.
+- `world`: ranks, world size and workers resolved in one place; `seeding`: every generator a pure function
+  of (seed, epoch, purpose, ids); `shuffle`: shuffle quality and its ceiling.
+
+May import: `dl.contracts`.
+"""

@@ -1,0 +1,95 @@
+"""An LRU cache of open video decoders, one per process, bounded in count and in bytes, with hit/miss/eviction
+counters in shared memory so the benchmark can read them across DataLoader workers. Decoders are never shared
+across fork (a decoder inherited from the parent is dropped, not used; cf. lerobot #2488) nor pickled (a
+spawned worker starts empty)."""
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from ...dataloader.shared_counters import SharedCounters
+
+
+class DecoderCache:
+    """LRU of open decoders keyed by file, bounded to `capacity` decoders and `max_bytes` per process.
+
+    Args:
+        capacity: decoders kept open per process (>= 1); the least recently used is evicted past it.
+        max_bytes: the most bytes the open decoders of one process may hold, as `size_of` estimates them (None:
+            no byte bound). The decoder just opened is always kept, even when it alone is larger.
+        size_of: estimates an open decoder's memory in bytes (its frame buffers); None counts 0.
+
+    Counters (`stats()`): hits, misses, evictions summed over the main process and every DataLoader
+    worker, and `open` / `bytes`: each process's open decoders and their estimated bytes at its last cache
+    access, summed (a worker that has exited still counts what it had open when it last decoded).
+    """
+
+    def __init__(self, capacity: int, max_bytes: int | None = None, size_of: Callable[[Any], int] | None = None):
+        if capacity < 1:
+            raise ValueError(f"decoder cache capacity must be >= 1, got {capacity}")
+        if max_bytes is not None and max_bytes < 0:
+            raise ValueError(f"decoder cache max_bytes must be >= 0 or None, got {max_bytes}")
+        self.capacity, self.max_bytes, self.size_of = capacity, max_bytes, size_of
+        self.counters = SharedCounters(("hits", "misses", "evictions", "open", "bytes"))
+        self._pid = os.getpid()
+        self._open: OrderedDict[Any, tuple[Any, int]] = OrderedDict()  # key -> (decoder, estimated bytes)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_open": OrderedDict()}  # open decoders never travel to another process
+
+    def get(self, key: Any, opener: Callable[[], Any]) -> Any:
+        """The decoder for `key`; on a miss, `opener()` opens it."""
+        if os.getpid() != self._pid:  # forked: the parent's decoders are not ours to use
+            self._pid, self._open = os.getpid(), OrderedDict()
+        entry = self._open.get(key)
+        if entry is not None:
+            self._open.move_to_end(key)
+            self.counters.add("hits")
+            return entry[0]
+        self.counters.add("misses")
+        decoder = opener()
+        self._open[key] = decoder, int(self.size_of(decoder)) if self.size_of else 0
+        self._evict()
+        return decoder
+
+    def resize(self, capacity: int) -> None:
+        """Change the capacity (>= 1), evicting least recently used decoders past it."""
+        if capacity < 1:
+            raise ValueError(f"decoder cache capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._evict()
+
+    def open_decoders(self) -> dict:
+        """This process's open decoders by key, least recently used first (a copy)."""
+        return {key: decoder for key, (decoder, _) in self._open.items()}
+
+    @property
+    def bytes(self) -> int:
+        """Estimated bytes held by this process's open decoders."""
+        return sum(size for _, size in self._open.values())
+
+    def _evict(self) -> None:
+        held = self.bytes
+        while len(self._open) > self.capacity or (
+                self.max_bytes is not None and held > self.max_bytes and len(self._open) > 1):
+            _, (_, size) = self._open.popitem(last=False)
+            held -= size
+            self.counters.add("evictions")
+        self.counters.set("open", len(self._open))
+        self.counters.set("bytes", held)
+
+    def clear(self) -> None:
+        """Drop every open decoder of this process."""
+        self._open.clear()
+        self.counters.set("open", 0)
+        self.counters.set("bytes", 0)
+
+    def stats(self) -> dict[str, int | None]:
+        """Counters summed over all processes: `{"hits", "misses", "evictions", "open", "bytes", "capacity",
+        "max_bytes"}`."""
+        return {**self.counters.total(), "capacity": self.capacity, "max_bytes": self.max_bytes}
+
+    def reset_stats(self) -> None:
+        """Zero the counters (e.g. after warm-up)."""
+        self.counters.reset(("hits", "misses", "evictions"))
