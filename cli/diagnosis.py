@@ -90,15 +90,22 @@ def not_a_container(head: bytes) -> str:
     return "it is not an MP4 or Matroska file: download it again, or re-encode it to MP4"
 
 
-def gop_of(source, path: str) -> int | None:
+def gop_of(source, path: str) -> tuple[int | None, str]:
     """The stream's keyframe interval in frames (the median gap between keyframes, from torchcodec's exact
-    index: one scan of the file), or None when it has a single keyframe or cannot be read."""
+    index, one scan of the file, through its private `VideoDecoder._get_key_frame_indices`), and, when it is
+    None, why: a single keyframe, an index that cannot be read, or a torchcodec without that method."""
+    import torchcodec
+
     try:
-        keys = open_video(source, path, seek_mode="exact")._get_key_frame_indices()
+        decoder = open_video(source, path, seek_mode="exact")
+        key_frames = getattr(decoder, "_get_key_frame_indices", None)
+        if key_frames is None:
+            return None, f"torchcodec {torchcodec.__version__} has no VideoDecoder._get_key_frame_indices to read it"
+        keys = key_frames()
         keys = np.asarray(keys.tolist() if hasattr(keys, "tolist") else keys)
-    except Exception:  # a diagnostic: an unreadable index is reported as unknown
-        return None
-    return int(np.median(np.diff(keys))) if len(keys) > 1 else None
+    except Exception as exc:  # a diagnostic: an unreadable index is reported, not raised
+        return None, f"the keyframe index could not be read ({type(exc).__name__}: {exc})"
+    return (int(np.median(np.diff(keys))), "") if len(keys) > 1 else (None, "one keyframe")
 
 
 def diagnose(root: str, source: str = "local", source_options: dict | None = None, decoder: str = "cpu",
@@ -159,7 +166,8 @@ def _camera(meta, dec, episode, key: str, span, tolerance_s: float, step) -> dic
              "check that the FFmpeg libraries above decode this codec, or re-encode the video to H.264")
         return facts
     facts.update(probe)
-    facts["gop_frames"] = gop = gop_of(meta.source, span.path)
+    gop, gop_unknown = gop_of(meta.source, span.path)
+    facts["gop_frames"] = gop
     info = meta.video_info(key)
     claimed = facts["codec_info_json"]
     facts["info_json"] = {"codec": claimed, "width": info.get("video.width"), "height": info.get("video.height"),
@@ -170,7 +178,7 @@ def _camera(meta, dec, episode, key: str, span, tolerance_s: float, step) -> dic
     if info.get("video.width") and (info.get("video.width"), info.get("video.height")) != (probe["width"],
                                                                                           probe["height"]):
         notes.append(f"info.json says {info.get('video.width')}x{info.get('video.height')}")
-    gop_note = ("GOP unknown (one keyframe)" if gop is None else
+    gop_note = (f"GOP unknown ({gop_unknown})" if gop is None else
                 f"GOP {gop} (info.json records {info['video.g']})" if info.get("video.g") else
                 f"GOP {gop} (info.json records none; pool decode_chunk_frames: a multiple of {gop})")
     step(f"{key}: stream", True, f"in the file: {probe['codec']} {probe['width']}x{probe['height']}, "

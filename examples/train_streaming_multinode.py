@@ -21,7 +21,7 @@ ends when every rank's share is done, so no frame is dropped.
 
 Checkpoint (every `--checkpoint-every` steps, on SIGUSR1/SIGTERM, and at `--max-steps`): `STEP/` with
 accelerate's state (model, optimizer, RNG), `loader.json` (every rank's `state_dict()` merged by
-`dl.dataloader.elastic.merge_states`) and `progress.json`; `latest` names the newest complete one.
+`dl.merge_states`) and `progress.json`; `latest` names the newest complete one.
 `--sample-log DIR` appends each step's sample indices per rank (`rankR.jsonl`), what the tests compare.
 """
 
@@ -39,8 +39,6 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 import dl
-from dl.dataloader.elastic import merge_states
-from dl.dataloader.world import resolve_ranks
 
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
@@ -70,10 +68,10 @@ def parse_args(argv=None):
 
 def export_ranks() -> None:
     """Accelerate reads RANK / WORLD_SIZE (torchrun, accelerate launch); under `srun` only SLURM_PROCID /
-    SLURM_NTASKS are set, so translate them (`dl.dataloader.world.resolve_ranks`) before it starts."""
+    SLURM_NTASKS are set, so translate them (`dl.resolve_ranks`) before it starts."""
     if "RANK" in os.environ:
         return
-    ranks = resolve_ranks()
+    ranks = dl.resolve_ranks()
     if ranks.world_size == 1:
         return
     if "MASTER_ADDR" not in os.environ:
@@ -162,7 +160,7 @@ class Trainer:
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             target.mkdir(parents=True, exist_ok=True)
-            (target / "loader.json").write_text(json.dumps(merge_states(states)))
+            (target / "loader.json").write_text(json.dumps(dl.merge_states(states)))
             (target / "progress.json").write_text(json.dumps({"step": self.step, "world_size": self.world_size}))
             pointer = self.args.checkpoint_dir / "latest.tmp"
             pointer.write_text(target.name)

@@ -317,3 +317,13 @@ def test_run_without_root_with_empty_default_folder(tmp_path):
                     "--batch-size", "4", "--num-workers", "0", "--out-dir", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert (default / "meta/info.json").is_file()
+
+
+def test_dl_run_refuses_more_workers_than_the_machine_runs_before_running(small_dataset, tmp_path, monkeypatch):
+    monkeypatch.delenv("DL_MAX_WORKERS", raising=False)
+    proc = dl_subprocess("run", "--root", small_dataset, "--num-workers", "2,999", "--out-dir", tmp_path / "out",
+                         cache_dir=tmp_path / "cache")
+    assert proc.returncode == 2
+    assert "--num-workers" in proc.stderr and "num_workers=999: this machine can run at most" in proc.stderr
+    assert "set DL_MAX_WORKERS=999 to allow it" in proc.stderr
+    assert not (tmp_path / "out").exists(), "nothing may run or be written"

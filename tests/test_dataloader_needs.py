@@ -58,3 +58,45 @@ def test_map_loader_gives_its_sampler_and_resumes(small_dataset):
     dataset = dl.make_dataset(str(small_dataset))
     loader = dl.make_dataloader(dataset, batch_size=4)
     assert isinstance(loader, dl.ResumableDataLoader) and loader.sampler is dataset.sampler
+
+
+def test_out_of_order_batches_are_refused_for_a_resumable_loader(small_dataset):
+    dataset = dl.make_dataset(str(small_dataset), image_dtype="uint8")
+    with pytest.raises(dl.DlError, match=r"in_order=False .* a resume would repeat or skip samples"):
+        dl.make_dataloader(dataset, batch_size=4, num_workers=1, in_order=False)
+    assert dl.make_dataloader(dataset, batch_size=4, num_workers=1, in_order=True) is not None
+
+
+@pytest.mark.parametrize(("batch_size", "cut", "resume_batch_size", "world_size"),
+                         [(4, 3, 4, 1), (4, 0, 4, 1), (5, 2, 3, 1), (4, 5, 4, 2), (3, 1, 8, 1)])
+def test_len_after_load_state_dict_counts_what_is_left(small_dataset, batch_size, cut, resume_batch_size,
+                                                       world_size):
+    def loader(size, rank=0):
+        dataset = dl.make_dataset(str(small_dataset), image_dtype="uint8", rank=rank, world_size=world_size)
+        return dl.make_dataloader(dataset, batch_size=size)
+
+    first = loader(batch_size)
+    iterator = iter(first)
+    for _ in range(cut):
+        next(iterator)
+    state = first.state_dict()
+    resumed = loader(resume_batch_size)
+    resumed.load_state_dict(state)
+    expected = len(resumed)
+    served = sum(1 for _ in resumed)
+    assert expected == served, f"len() said {expected} batches, {served} were served"
+    assert len(resumed) == len(loader(resume_batch_size)), "after the resumed epoch, len() is a whole epoch again"
+
+
+def test_worker_counts_past_what_the_machine_runs_are_refused(small_dataset, monkeypatch):
+    from dl.dataloader.world import max_workers
+
+    monkeypatch.delenv("DL_MAX_WORKERS", raising=False)
+    limit, why = max_workers()
+    assert limit >= 1 and "per core" in why
+    dataset = dl.make_dataset(str(small_dataset))
+    with pytest.raises(dl.DlError, match=rf"num_workers={limit + 1}: this machine can run at most {limit} "
+                                         rf"DataLoader workers .* set DL_MAX_WORKERS={limit + 1} to allow it"):
+        dl.make_dataloader(dataset, num_workers=limit + 1)
+    monkeypatch.setenv("DL_MAX_WORKERS", str(limit + 1))
+    assert dl.make_dataloader(dataset, num_workers=limit + 1).num_workers == limit + 1

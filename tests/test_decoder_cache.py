@@ -286,3 +286,42 @@ def test_default_cache_holds_every_file_of_a_worker(dataset_factory):
     assert stats["evictions"] == 0
     assert 8 <= stats["misses"] <= 16  # each of 8 files opened at most once per worker
     assert stats["hits"] + stats["misses"] == 2 * len(ds)
+
+
+def test_the_host_keeps_open_what_the_pool_reads_in_turn(dataset_factory):
+    root = str(dataset_factory(episodes=12, frames_per_episode=(10, 12), episodes_per_file=1))
+    built = dl.assemble(root, loader="pool", loader_options={"episode_pool_size": 40})  # 12 episodes x 2 cameras
+    assert built.decoder.cache.capacity == 64 and built.decoder_cache["capacity"] == 64
+    assert "loader pool reads 24 video files in turn" in built.decoder_cache["capacity_from"]
+
+
+def test_the_host_raises_a_default_cache_to_what_the_loader_reads(dataset_factory, monkeypatch):
+    from dl.host import reconcile
+    from dl.host.assembly import build_loader
+    from dl.plugins.cpu_decoder import CpuDecoder
+
+    monkeypatch.setattr(reconcile, "MAX_OPEN_FILES", 20)
+    root = str(dataset_factory(episodes=12, frames_per_episode=(10, 12), episodes_per_file=1))
+    meta = dl.assemble(root).meta
+    small = CpuDecoder()
+    small.cache.resize(4)  # a decoder whose default holds fewer files than the pool reads in turn
+    built = build_loader(meta, "pool", small, loader_options={"episode_pool_size": 8})
+    assert built.decoder.cache.capacity == 16
+    assert built.decoder_cache["capacity_from"].startswith("raised by the host from decoder cpu's default 4: loader "
+                                                           "pool reads 16 video files in turn per consumer")
+    built = build_loader(meta, "pool", small, loader_options={"episode_pool_size": 12})
+    assert built.decoder.cache.capacity == 20 and built.decoder_cache["capacity_from"].endswith("at most 20")
+
+
+def test_a_cache_size_the_user_chose_is_kept_with_a_warning_naming_both(dataset_factory):
+    root = str(dataset_factory(episodes=12, frames_per_episode=(10, 12), episodes_per_file=1))
+    with pytest.warns(UserWarning, match=r"loader pool reads 16 video files in turn per consumer \(episode_pool_size "
+                                         r"8: 8 open episodes x 2 camera\(s\)\), but decoder cpu keeps 8 open \(its "
+                                         r"cache_size, as given\).*cache_size=16"):
+        built = dl.assemble(root, loader="pool", decoder_options={"cache_size": 8},
+                            loader_options={"episode_pool_size": 8})
+    assert built.decoder.cache.capacity == 8
+    assert built.decoder_cache == {"capacity": 8, "capacity_from": "decoder cpu's cache_size as given; loader pool "
+                                   "reads 16 video files in turn per consumer (episode_pool_size 8: 8 open episodes x "
+                                   "2 camera(s))"}
+    assert dl.assemble(root, loader="map", decoder_options={"cache_size": 8}).decoder_cache == {}

@@ -82,3 +82,15 @@ def test_container_signatures():
     assert container_of(b"\x00\x00\x00\x20ftypisom") == "MP4/MOV (ISO BMFF)"
     assert container_of(b"\x1a\x45\xdf\xa3\x01") == "Matroska/WebM" and container_of(b"RIFF....AVI ") is None
     assert "Git LFS" in not_a_container(b"version https://git-lfs.github.com/spec/v1")
+
+
+def test_a_torchcodec_without_the_keyframe_index_says_why_the_gop_is_unknown(small_dataset, monkeypatch):
+    import torchcodec
+    from torchcodec.decoders import VideoDecoder
+
+    monkeypatch.delattr(VideoDecoder, "_get_key_frame_indices")
+    found = diagnose(str(small_dataset))
+    assert found.ok and found.streams["observation.images.cam0"]["gop_frames"] is None
+    stream = next(s for s in found.steps if s.name == "observation.images.cam0: stream")
+    assert (f"GOP unknown (torchcodec {torchcodec.__version__} has no VideoDecoder._get_key_frame_indices to read "
+            "it)") in stream.detail

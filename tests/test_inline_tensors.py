@@ -1,5 +1,5 @@
-"""dl.dataloader.inline_tensors: a worker's small tensors cross to the main process inside the pickled batch and come out
-equal to default_collate's (values, dtype, shape), while large ones still go through shared memory."""
+"""dl.dataloader.inline_tensors: a worker's small tensors cross to the main process inside the pickled batch and
+come out equal to default_collate's (values, dtype, shape), while large ones still go through shared memory."""
 
 import pickle
 from multiprocessing.reduction import ForkingPickler

@@ -1,12 +1,14 @@
 """Every plugin kind takes its options the same way: keyword arguments of its factory, read from the
 signature (defaults) and the docstring (help), checked before anything is built, listed by `dl plugins`."""
 
+import re
+
 import pytest
 from plugin_helpers import run_dl
 
 import dl
 from dl.contracts.errors import PluginError
-from dl.host.options import REQUIRED, docstring_args, factory_options
+from dl.host.options import REQUIRED, PluginOption, docstring_args, factory_options
 
 
 def loader_factory(meta, decoder, config, pool: int = 4, *, label: str = "x", mode):
@@ -69,5 +71,43 @@ def test_dl_run_refuses_a_pool_option_for_map_before_running(small_dataset, tmp_
 def test_dl_run_refuses_an_unknown_decoder_option(small_dataset, tmp_path):
     proc = run_dl("run", "--root", str(small_dataset), "--decoder-option", "threads=2", "--out-dir", str(tmp_path))
     assert proc.returncode == 2
-    assert ("decoder 'cpu' (dl) does not take option threads. It accepts: cache_size=64, cache_bytes=512000000, "
+    assert ("decoder 'cpu' (dl) does not take option threads. It accepts: cache_size=None, cache_bytes=512000000, "
             "num_threads=1, seek_mode='auto', camera_threads='auto'") in proc.stderr.replace("\n", " ")
+
+
+@pytest.mark.parametrize(("annotation", "default", "text", "value"), [
+    ("int", 4, "8", 8), ("str | None", None, "2024", "2024"), ("int | str", "256M", "256M", "256M"),
+    ("int | str", "256M", "1024", 1024), ("bool", True, "false", False), ("bool", True, "1", True),
+    ("float", 1.0, "2", 2.0), ("Optional[int]", None, "none", None), ("typing.Union[int, str]", 0, "x", "x"),
+    ("dict | None", None, '{"a": 1}', {"a": 1}), ("", 3, "5", 5), ("", REQUIRED, "x", "x"),
+    ("", REQUIRED, "[1, 2]", [1, 2]), ("str", "main", "true", "true")])
+def test_a_text_value_is_read_by_its_annotation(annotation, default, text, value):
+    got = PluginOption("opt", default, annotation, "").convert(text)
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize(("annotation", "text"), [("int", "abc"), ("int | None", "1.5"), ("bool", "maybe"),
+                                                   ("dict", "[1]")])
+def test_a_value_its_type_cannot_read_is_refused_naming_the_option(annotation, text):
+    with pytest.raises(ValueError, match=rf"option opt takes {re.escape(annotation)}, got '{re.escape(text)}'"):
+        PluginOption("opt", None, annotation, "").convert(text)
+
+
+def test_command_line_options_are_converted_by_the_plugins_annotations():
+    from dl.cli.options import plugin_options
+
+    assert plugin_options("source", "bucket", ("revision=2024", "cache_bytes=8G", "prefetch=false"),
+                          "--source-option") == {"revision": "2024", "cache_bytes": "8G", "prefetch": False}
+    assert plugin_options("loader", "pool", ("episode_pool_size=8", "decode_budget=0"), "--loader-option") == \
+        {"episode_pool_size": 8, "decode_budget": 0}
+    with pytest.raises(PluginError, match=r"--loader-option: loader 'pool' option episode_pool_size takes int, "
+                                          r"got 'many'"):
+        plugin_options("loader", "pool", ("episode_pool_size=many",), "--loader-option")
+
+
+def test_dl_run_refuses_an_option_value_of_the_wrong_type_before_running(small_dataset, tmp_path):
+    proc = run_dl("run", "--root", str(small_dataset), "--decoder-option", "cache_size=lots", "--out-dir",
+                  str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "--decoder-option: decoder 'cpu' option cache_size takes int | None, got 'lots'" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,5 +1,6 @@
 """The pool loader's samples and pool: value parity with the `map` loader, uniform admission (also from one
-collapsed row group, read partially), shuffle quality, tabular-only pool memory, decode on exit, options."""
+collapsed row group, read partially), shuffle quality, tabular-only pool memory, decode as a sample leaves the
+pool, options."""
 
 from collections import Counter
 

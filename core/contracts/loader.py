@@ -113,8 +113,8 @@ class OpensFiles(Protocol):
 @runtime_checkable
 class DefersFloat(Protocol):
     """A loader that can give uint8 camera frames in a DataLoader worker although it was asked for float32, so
-    that the worker's collate (`dl.dataloader.build.build_dataloader`, `dl.dataloader.frames.stack_frames`) converts them while
-    it stacks the batch: the same values, one pass over the pixels instead of two."""
+    that the worker's collate (`dl.dataloader.build.build_dataloader`, `dl.dataloader.frames.stack_frames`)
+    converts them while it stacks the batch: the same values, one pass over the pixels instead of two."""
 
     def emit_uint8_frames(self) -> None:
         """From now on, in this process (a DataLoader worker's copy), give camera frames as uint8 [0, 255]."""

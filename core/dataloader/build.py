@@ -48,9 +48,9 @@ def quiet_fd_sharing() -> None:
 
 class WorkerInit:
     """The `worker_init_fn` dl gives every DataLoader: `quiet_fd_sharing()`, with `emit_uint8` the worker's copy
-    of the loader told to give uint8 camera frames (`dl.contracts.loader.DefersFloat`: the worker's collate converts them
-    while it stacks the batch), then the plugins' own `worker_init_fn` (picklable, so spawned workers get it
-    too)."""
+    of the loader told to give uint8 camera frames (`dl.contracts.loader.DefersFloat`: the worker's collate
+    converts them while it stacks the batch), then the plugins' own `worker_init_fn` (picklable, so spawned
+    workers get it too)."""
 
     def __init__(self, then: Callable | None = None, emit_uint8: bool = False):
         self.then, self.emit_uint8 = then, emit_uint8

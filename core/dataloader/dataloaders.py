@@ -14,8 +14,8 @@ from .private_torch import drop_iterator
 
 class DlDataLoader(torch.utils.data.DataLoader):
     """A torch DataLoader that applies `batch_transforms`, in order, to every batch in the iterating process
-    (dl's hand-back of the workers' frame buffers, `dl.dataloader.frame_buffers.FrameBufferReturns`), and says how it was
-    built (`facts`)."""
+    (dl's hand-back of the workers' frame buffers, `dl.dataloader.frame_buffers.FrameBufferReturns`), and says
+    how it was built (`facts`)."""
 
     def __init__(self, dataset, *args, batch_transforms: Sequence[Callable] = (), facts: dict | None = None,
                  **kwargs):

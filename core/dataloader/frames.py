@@ -45,8 +45,8 @@ def stack_frames(frames: list[torch.Tensor], buffers: SharedFrameBuffers | None 
     """Stack equal-shaped frame tensors (`[C, H, W]` or `[T, C, H, W]`) into `[B, ...]` in channels-last memory
     (B, (T,) H, W, C order under the NCHW shape), in shared memory inside a DataLoader worker (as
     `default_collate` does, so the batch crosses to the main process without a copy): a buffer of `buffers`
-    when given (reused across batches, `dl.dataloader.frame_buffers`), else a fresh segment. With `float32`, uint8 frames
-    become float32 in [0, 1] in the same pass (`float32_into`). Tensors on a GPU are stacked with
+    when given (reused across batches, `dl.dataloader.frame_buffers`), else a fresh segment. With `float32`,
+    uint8 frames become float32 in [0, 1] in the same pass (`float32_into`). Tensors on a GPU are stacked with
     `torch.stack` (and divided there)."""
     first = frames[0]
     convert = float32 and first.dtype == torch.uint8
@@ -79,7 +79,8 @@ class FrameCollate:
     Args:
         video_keys: the camera keys of the samples.
         reuse_buffers: in a DataLoader worker, stack into shared-memory buffers that the iterating process hands
-            back (`dl.dataloader.frame_buffers`; `dl.dataloader.dataloaders.DlDataLoader` does), up to KEEP_BATCHES batches' worth.
+            back (`dl.dataloader.frame_buffers`; `dl.dataloader.dataloaders.DlDataLoader` does), up to
+            KEEP_BATCHES batches' worth.
         float32: give uint8 camera frames as float32 in [0, 1] (x / 255, converted while stacking).
     """
 

@@ -5,8 +5,9 @@ fetches the segment's file descriptor over a socket, with multiprocessing's auth
 tensor and whatever its size. Measured on this 2-core machine (2 workers, batches of 8 tensors): 2 KB tensors
 cost 1.6-2.0 ms per batch that way and 0.19 ms pickled inline; at 64 KB the two are 1.4 and 1.0 ms; from
 256 KB shared memory wins. A batch's tabular keys (actions, state, timestamp, index... seven on open50) are a
-few KB each, so dl's collate (`dl.dataloader.frames.FrameCollate`) stacks them into `InlineTensor`s, whose pickle carries
-the bytes and unpickles to a plain tensor: the main process, and a `pin_memory` thread, receive ordinary tensors.
+few KB each, so dl's collate (`dl.dataloader.frames.FrameCollate`) stacks them into `InlineTensor`s, whose
+pickle carries the bytes and unpickles to a plain tensor: the main process, and a `pin_memory` thread, receive
+ordinary tensors.
 """
 
 import torch

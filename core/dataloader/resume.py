@@ -1,7 +1,7 @@
 """Exact mid-epoch resume from counters alone.
 
-The trainer saves `{"epoch", "batches_consumed", "batch_size", ...}` (see `dl.dataloader.elastic` for the whole state and
-for resuming with another world size, worker count or batch size). With a map-style loader the
+The trainer saves `{"epoch", "batches_consumed", "batch_size", ...}` (see `dl.dataloader.elastic` for the whole
+state and for resuming with another world size, worker count or batch size). With a map-style loader the
 DataLoader delivers batches in its sampler's order, so the position is `batches_consumed * batch_size`
 samples into the epoch's order, whatever the workers. With an IterableDataset,
 DataLoader worker `w` builds whole batches from its own stream and the DataLoader hands them out

@@ -26,7 +26,7 @@ class SampleBuilder:
 
     Args:
         meta: the dataset metadata.
-        keys: the tabular keys to emit (see `dl.tabular.tabular_keys`).
+        keys: the tabular keys to emit (see `dl.format.tabular.tabular_keys`).
         decoder: decodes camera frames.
         config: delta_timestamps, image_dtype and tolerance_s are used.
 
@@ -65,8 +65,8 @@ class SampleBuilder:
 
     def emit_uint8(self) -> None:
         """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says: in a DataLoader
-        worker whose collate converts them to float32 while it stacks the batch (`dl.dataloader.frames.stack_frames`), one
-        pass over the pixels instead of two. Affects only this copy of the builder (this process)."""
+        worker whose collate converts them to float32 while it stacks the batch (`dl.dataloader.frames.stack_frames`),
+        one pass over the pixels instead of two. Affects only this copy of the builder (this process)."""
         self.image_dtype = "uint8"
 
     def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:

@@ -66,7 +66,8 @@ def _consumed(length: int, segment: Segment) -> int:
     """How many of `length` positions the ranks of `segment` had consumed (the count of `_consumed_mask`)."""
     world_size, batch_size = segment.shape["world_size"], segment.shape["batch_size"]
     shares = [len(range(rank, length, world_size)) for rank in range(world_size)]
-    return sum(n if b is None else min(b * batch_size, n) for n, b in zip(shares, segment.batches_consumed, strict=True))
+    consumed = zip(shares, segment.batches_consumed, strict=True)
+    return sum(n if b is None else min(b * batch_size, n) for n, b in consumed)
 
 
 def _consumed_mask(length: int, segment: Segment) -> np.ndarray:

@@ -43,7 +43,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
     `config.world_size` (default: `dl.dataloader.world.resolve_ranks`).
 
     Every (rank x DataLoader worker) pair is a consumer owning a disjoint set of episodes per epoch
-    (`dl.partition`). A consumer keeps `episode_pool_size` episodes' rows in RAM; a used-up episode is
+    (`partition`). A consumer keeps `episode_pool_size` episodes' rows in RAM; a used-up episode is
     replaced by one drawn uniformly from the consumer's remaining episodes (`episode_pool`). With a decode
     budget, a second level decodes video in order (`chunk_pool`, `decode_buffer`): the open episodes are cut
     into chunks of `decode_chunk_frames` consecutive frames; as many episodes as the budget holds chunks are
@@ -245,7 +245,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
                         buffer.drop(pool.chunk)
                 if last:
                     del rows[e]
-                sample = self.builder.decode(episode, sample, queries, decoded)  # decode on exit
+                sample = self.builder.decode(episode, sample, queries, decoded)  # from the chunk, or decoded now
                 if last:
                     self.meta.source.release(episode.index)
                 yield sample

@@ -40,8 +40,9 @@ def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.Ab
 
 
 def bucket_source(root: str, data_files_root: str | None = None, revision: str | None = None,
-                  storage_options: dict | None = None, prefetch: bool = True, cache_bytes: float = DEFAULT_CACHE_BYTES,
-                  prefetch_threads: int = 4, block_size: int = 1 << 20, retry_attempts: int = 6,
+                  storage_options: dict | None = None, prefetch: bool = True,
+                  cache_bytes: int | str = DEFAULT_CACHE_BYTES, prefetch_threads: int = 4,
+                  block_size: int | str = 1 << 20, retry_attempts: int = 6,
                   retry_deadline_s: float = 120.0) -> RemoteSource:
     """A dataset under an fsspec URL (S3, GCS, Hugging Face buckets, ...), metadata from there or the Hub.
 

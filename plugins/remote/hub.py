@@ -144,7 +144,7 @@ def offline_snapshot(repo_id: str, revision: str, sub: str) -> Source:
 
 
 def hub_source(root: str, revision: str | None = None, storage_options: dict | None = None, prefetch: bool = True,
-               cache_bytes: float = DEFAULT_CACHE_BYTES, prefetch_threads: int = 4, block_size: int = 1 << 20,
+               cache_bytes: int | str = DEFAULT_CACHE_BYTES, prefetch_threads: int = 4, block_size: int | str = 1 << 20,
                retry_attempts: int = 6, retry_deadline_s: float = 120.0) -> Source:
     """A dataset repo on the Hugging Face Hub, pinned to one commit.
 

@@ -7,8 +7,8 @@ from dl.kits.remote.retry import RetryPolicy
 DEFAULT_CACHE_BYTES = 8_000_000_000
 
 
-def remote_kwargs(prefetch: bool, cache_bytes: float, prefetch_threads: int, block_size: int, retry_attempts: int,
-                  retry_deadline_s: float) -> dict:
+def remote_kwargs(prefetch: bool, cache_bytes: int | str, prefetch_threads: int, block_size: int | str,
+                  retry_attempts: int, retry_deadline_s: float) -> dict:
     """Check the shared options and build RemoteSource's keyword arguments.
 
     Raises:
