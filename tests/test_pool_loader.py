@@ -217,11 +217,14 @@ def test_episodes_admitted_summed_over_workers(dataset_factory):
     assert ds.stats(2, 3)["episodes_admitted"] == 7
 
 
-@pytest.mark.parametrize(("pool_size", "capacity"), [(3, 6), (200, 256)])
-def test_decoder_cache_fits_the_pool(small_dataset, pool_size, capacity):
-    ds = pool(small_dataset, episode_pool_size=pool_size)
+@pytest.mark.parametrize(("pool_size", "wanted"), [(3, 6), (200, 12)])
+def test_the_pool_says_how_many_files_it_reads_in_turn_and_the_host_keeps_them_open(small_dataset, pool_size,
+                                                                                       wanted):
+    ds = pool(small_dataset, episode_pool_size=pool_size)  # 6 episodes, 2 cameras
     assert len(ds.meta.video_keys) == 2
-    assert ds.decoder.cache.capacity == capacity
+    assert ds.open_files_wanted() == (wanted, f"episode_pool_size {pool_size}: {wanted // 2} open episodes x "
+                                              "2 camera(s)")
+    assert ds.decoder.cache.capacity == 64, "the decoder's default already holds them: the host changes nothing"
 
 
 # ---------------------------------------------------------------------------------------- options
