@@ -6,7 +6,13 @@ import pytest
 import torch
 
 import dl
-from dl.dataloader.frame_buffers import TRAILER, FrameBufferReturns, SharedFrameBuffers, in_pooled_buffer
+from dl.dataloader.frame_buffers import (
+    TRAILER,
+    FrameBufferReturns,
+    LocalFrameBuffers,
+    SharedFrameBuffers,
+    in_pooled_buffer,
+)
 from dl.dataloader.frames import KEEP_BATCHES
 from dl.testing.synthetic import camera_key
 
@@ -79,10 +85,44 @@ def test_held_batches_keep_their_values_and_dropped_ones_free_their_buffers(smal
     assert pooled > KEEP_BATCHES * 2, f"{pooled} of {batches} full batches in pooled buffers: none came back"
 
 
+def test_a_local_buffer_is_reused_only_when_no_tensor_holds_it():
+    buffers = LocalFrameBuffers(keep=1)
+    held = frames_in(buffers.take(FRAMES), 7)
+    other = buffers.take(FRAMES)  # the pooled one is held: a fresh storage, not kept
+    assert other.data_ptr() != held.data_ptr() and len(buffers._pool[FRAMES]) == 1
+    frames_in(other, 9)
+    assert torch.equal(held, torch.full_like(held, 7))
+    pointer = held.data_ptr()
+    del held
+    assert buffers.take(FRAMES).data_ptr() == pointer
+
+
+@pytest.mark.parametrize("image_dtype", ["uint8", "float32"])
+def test_without_workers_held_batches_keep_their_values(small_dataset, image_dtype):
+    def dataloader(**options):
+        dataset = dl.make_dataset(str(small_dataset), loader="pool", seed=5, image_dtype=image_dtype,
+                                  loader_options={"episode_pool_size": 2})
+        return dl.make_dataloader(dataset, batch_size=4, num_workers=0, **options)
+
+    reference = by_index(dataloader(reuse_frame_buffers=False))
+    ours = dataloader()
+    assert ours.facts()["frame_buffers"] == "reused (batches stack into memory no batch in use holds)"
+    held = list(ours)  # every batch held: none may be stacked over
+    got = by_index(held)
+    assert sorted(got) == sorted(reference)
+    for index, frames in got.items():
+        assert all(torch.equal(a, b) for a, b in zip(frames, reference[index], strict=True)), index
+    for batch in ours:  # each dropped after use: stacked into pooled buffers again, values unchanged
+        assert all(torch.equal(a, b) for i, j in enumerate(batch["index"])
+                   for a, b in zip((batch[CAM0][i], batch[CAM1][i]), reference[int(j)], strict=True))
+    assert 0 < sum(map(len, ours.collate_fn.local_buffers._pool.values())) <= KEEP_BATCHES * 2 * 2
+
+
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
-def test_no_reuse_without_workers_with_pin_memory_or_when_asked(small_dataset):
+def test_no_reuse_with_pin_memory_or_when_asked(small_dataset):
     dataset = dl.make_dataset(str(small_dataset), image_dtype="uint8")
-    assert "frame_buffers" not in dl.make_dataloader(dataset, batch_size=4, num_workers=0).facts()
+    assert "frame_buffers" not in dl.make_dataloader(dataset, batch_size=4, num_workers=0,
+                                                     reuse_frame_buffers=False).facts()
     off = dl.make_dataloader(dataset, batch_size=4, num_workers=1, reuse_frame_buffers=False)
     assert "frame_buffers" not in off.facts() and not any(in_pooled_buffer(b[CAM0]) for b in off)
     pinned = dl.make_dataloader(dataset, batch_size=4, num_workers=1, pin_memory=True)

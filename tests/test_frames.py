@@ -40,9 +40,18 @@ def test_frame_collate_matches_default_collate_values():
     assert [p.tolist() for p in pairs] == [[1, 3], [2, 4]]
 
 
+@pytest.fixture(params=[1, 2], ids=["one-thread", "two-threads"])
+def torch_threads(request):
+    """torch's intra-op threads: one in a DataLoader worker (numpy converts), several in the iterating process."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("layout", ["channels_last", "contiguous"])
 @pytest.mark.parametrize("window", [None, 3])
-def test_float32_stacking_equals_lerobots_division(window, layout):
+def test_float32_stacking_equals_lerobots_division(window, layout, torch_threads):
     frames = hwc_frames(4, window)
     if layout == "contiguous":
         frames = [f.contiguous() for f in frames]
@@ -78,24 +87,47 @@ def test_workers_send_uint8_and_batches_equal_per_sample_float32(small_dataset, 
     ours = dl.make_dataloader(dataset, batch_size=5, num_workers=2)
     assert ours.facts()["image_float32"].startswith("in the workers' collate")
     assert ours.facts()["collate_fn"] == "dl.dataloader.frames.FrameCollate"
-    reference = dl.make_dataset(str(small_dataset), loader=loader, seed=3, loader_options=options)
-    plain = dl.make_dataloader(reference, batch_size=5, num_workers=0)  # per-sample conversion, no deferral
+    assert_same_frames(ours, per_sample_float32(small_dataset, loader, options))
+
+
+def per_sample_float32(root, loader: str, options: dict):
+    """Batches of samples converted one by one by the loader (torch's collate: nothing deferred)."""
+    reference = dl.make_dataset(str(root), loader=loader, seed=3, loader_options=options)
+    plain = dl.make_dataloader(reference, batch_size=5, num_workers=0, collate_fn=default_collate)
     assert "image_float32" not in plain.facts()
+    return plain
+
+
+def assert_same_frames(batches, reference) -> None:
     def by_index(batches):
         return {int(i): {k: b[k][j] for k in (CAM0, CAM1)} for b in batches for j, i in enumerate(b["index"])}
 
-    got, expected = by_index(ours), by_index(plain)
+    got, expected = by_index(batches), by_index(reference)
     assert sorted(got) == sorted(expected)
     for index, frames in got.items():
         for key, value in frames.items():
             assert value.dtype == torch.float32 and torch.equal(value, expected[index][key]), (index, key)
 
 
+@pytest.mark.parametrize("loader", ["map", "pool"])
+def test_without_workers_the_collate_converts_and_the_loader_read_directly_gives_float32(small_dataset, loader,
+                                                                                         torch_threads):
+    options = {"episode_pool_size": 2} if loader == "pool" else {}
+    dataset = dl.make_dataset(str(small_dataset), loader=loader, seed=3, loader_options=options)
+    ours = dl.make_dataloader(dataset, batch_size=5, num_workers=0)
+    assert ours.facts()["image_float32"].startswith("in the collate, in this process")
+    batches = iter(ours)
+    first = next(batches)
+    direct = dataset[0] if loader == "map" else next(iter(dataset))  # between two batches: the loader's own dtype
+    assert direct[CAM0].dtype == torch.float32 and direct[CAM1].dtype == torch.float32
+    assert_same_frames([first, *batches], per_sample_float32(small_dataset, loader, options))
+
+
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
-def test_which_dataloaders_convert_float32_in_the_workers(small_dataset):
+def test_which_dataloaders_convert_float32_in_the_collate(small_dataset):
     dataset = dl.make_dataset(str(small_dataset))
     assert "image_float32" in dl.make_dataloader(dataset, num_workers=1, pin_memory=True).facts()
-    assert "image_float32" not in dl.make_dataloader(dataset, num_workers=0).facts()
+    assert "in this process" in dl.make_dataloader(dataset, num_workers=0).facts()["image_float32"]
     custom = dl.make_dataloader(dataset, num_workers=1, collate_fn=default_collate)
     assert "image_float32" not in custom.facts() and custom.batch_transforms == ()
     assert "image_float32" not in dl.make_dataloader(dl.make_dataset(str(small_dataset), image_dtype="uint8"),

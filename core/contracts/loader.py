@@ -112,9 +112,11 @@ class OpensFiles(Protocol):
 
 @runtime_checkable
 class DefersFloat(Protocol):
-    """A loader that can give uint8 camera frames in a DataLoader worker although it was asked for float32, so
-    that the worker's collate (`dl.dataloader.build.build_dataloader`, `dl.dataloader.frames.stack_frames`)
-    converts them while it stacks the batch: the same values, one pass over the pixels instead of two."""
+    """A loader that can give uint8 camera frames although it was asked for float32, so that the DataLoader's
+    collate (`dl.dataloader.build.build_dataloader`, `dl.dataloader.frames.stack_frames`) converts them while it
+    stacks the batch: the same values, one pass over the pixels instead of two. In a DataLoader worker the worker's
+    copy gives uint8 for good; without workers the DataLoader switches it on only while it fetches a batch."""
 
-    def emit_uint8_frames(self) -> None:
-        """From now on, in this process (a DataLoader worker's copy), give camera frames as uint8 [0, 255]."""
+    def emit_uint8_frames(self, on: bool = True) -> None:
+        """From now on, in this process, give camera frames as uint8 [0, 255] (`on`), or as
+        `config.image_dtype` again (not `on`)."""

@@ -76,13 +76,14 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
     """A DataLoader over a dl loader that honours what its plugins need.
 
     Collation: unless a plugin or the caller gives a `collate_fn`, batches are collated by
-    `dl.dataloader.frames.FrameCollate`: `default_collate`'s values, small tensors sent from a worker inside the pickled
-    batch (`dl.dataloader.inline_tensors`), camera frames stacked in channels-last memory (the decoders' order), with
-    workers and no `pin_memory` into shared-memory buffers this process hands back to the workers for reuse
-    (`dl.dataloader.frame_buffers`: no fresh pages per batch); and when the loader asks for float32 frames, has workers
-    and can defer the conversion (`dl.contracts.loader.DefersFloat`), its samples in the workers keep uint8 frames and
-    the workers' collate divides them by 255 while it stacks the batch (`dl.dataloader.frames.stack_frames`): the same
-    values, one pass instead of two, none of it in this process.
+    `dl.dataloader.frames.FrameCollate`: `default_collate`'s values, small tensors sent from a worker inside the
+    pickled batch (`dl.dataloader.inline_tensors`), camera frames stacked in channels-last memory (the decoders'
+    order): with workers and no `pin_memory` into shared-memory buffers this process hands back to the workers for
+    reuse, without workers into buffers no batch in use holds (`dl.dataloader.frame_buffers`: no fresh pages per
+    batch). When the loader asks for float32 frames and can defer the conversion (`dl.contracts.loader.DefersFloat`),
+    its samples keep uint8 frames and the collate divides them by 255 while it stacks the batch
+    (`dl.dataloader.frames.stack_frames`): the same values, one pass instead of two; with workers none of it in this
+    process, without workers only while the DataLoader fetches a batch (the loader read directly gives float32).
 
     Args:
         loader: a dl loader (`dl.contracts.loader.Loader`).
@@ -91,8 +92,9 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
         seed: seeds the DataLoader's generator (worker seeds, and the shuffle of a map-style loader
             without a sampler of its own).
         prefetch_factor, persistent_workers: as torch's (only with workers).
-        reuse_frame_buffers: let workers reuse the shared memory of camera frames this process no longer
-            references (`dl.dataloader.frame_buffers`). Pass False if you send batches on to another process (a torch
+        reuse_frame_buffers: stack camera frames into memory reused once this process no longer references
+            it: workers' shared memory handed back, or without workers this process's own buffers
+            (`dl.dataloader.frame_buffers`). Pass False if you send batches on to another process (a torch
             multiprocessing queue): that process's reads are not references here.
         **overrides: other DataLoader arguments; one that contradicts a plugin's need raises.
 
@@ -127,23 +129,24 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
     cameras = list(loader.meta.video_keys)
     facts = needs.recorded()
     ours = needs.collate_fn is None and batch_size is not None
-    reuse = reuse_frame_buffers and ours and bool(cameras) and num_workers > 0 and not kwargs.get("pin_memory")
+    reuse = reuse_frame_buffers and ours and bool(cameras) and not (num_workers and kwargs.get("pin_memory"))
     if reuse and not counts_references():
-        announce_missing("torch._C._storage_Use_Count", "DataLoader workers cannot tell when this process is done "
-                         "with a batch's frames, so each batch's frames go to fresh shared memory (slower).")
+        announce_missing("torch._C._storage_Use_Count", "dl cannot tell when this process is done with a batch's "
+                         "frames, so each batch's frames go to fresh memory (slower).")
         reuse = False
-    defer = (ours and num_workers > 0 and bool(cameras) and loader.config.image_dtype == "float32"
-             and isinstance(loader, DefersFloat))
-    kwargs["worker_init_fn"] = WorkerInit(needs.worker_init_fn, emit_uint8=defer)
+    defer = (ours and bool(cameras) and loader.config.image_dtype == "float32" and isinstance(loader, DefersFloat))
+    kwargs["worker_init_fn"] = WorkerInit(needs.worker_init_fn, emit_uint8=defer and num_workers > 0)
     if ours:
         kwargs["collate_fn"] = FrameCollate(cameras, reuse_buffers=reuse, float32=defer)
         facts["collate_fn"] = qualified_name(kwargs["collate_fn"])
     if defer:
-        facts["image_float32"] = "in the workers' collate (samples keep uint8 frames until the batch is stacked)"
-    kwargs["batch_transforms"] = [FrameBufferReturns(cameras)] if reuse else []
+        where = "the workers' collate" if num_workers else "the collate, in this process"
+        facts["image_float32"] = f"in {where} (samples keep uint8 frames until the batch is stacked)"
+    kwargs["batch_transforms"] = [FrameBufferReturns(cameras)] if reuse and num_workers else []
     if reuse:
-        facts["frame_buffers"] = "reused (workers stack frames into shared memory this process hands back)"
+        facts["frame_buffers"] = ("reused (workers stack frames into shared memory this process hands back)"
+                                  if num_workers else "reused (batches stack into memory no batch in use holds)")
     if needs.sampler is None and not isinstance(loader, torch.utils.data.IterableDataset):
         kwargs["shuffle"] = True
     cls = ResumableDataLoader if isinstance(loader, Resumable) else DlDataLoader
-    return cls(loader, facts=facts, **kwargs)
+    return cls(loader, facts=facts, uint8_while_fetching=defer and not num_workers, **kwargs)

@@ -15,15 +15,24 @@ from .private_torch import drop_iterator
 class DlDataLoader(torch.utils.data.DataLoader):
     """A torch DataLoader that applies `batch_transforms`, in order, to every batch in the iterating process
     (dl's hand-back of the workers' frame buffers, `dl.dataloader.frame_buffers.FrameBufferReturns`), and says
-    how it was built (`facts`)."""
+    how it was built (`facts`).
+
+    Args:
+        uint8_while_fetching: without workers, switch the loader (a `dl.contracts.loader.DefersFloat`) to uint8
+            camera frames while each batch is fetched and collated, and back after, so the collate converts them
+            to float32 in the pass that stacks the batch, while the loader read directly still gives float32.
+    """
 
     def __init__(self, dataset, *args, batch_transforms: Sequence[Callable] = (), facts: dict | None = None,
-                 **kwargs):
+                 uint8_while_fetching: bool = False, **kwargs):
         super().__init__(dataset, *args, **kwargs)
         self.batch_transforms, self._facts = tuple(batch_transforms), dict(facts or {})
+        self.uint8_while_fetching = uint8_while_fetching and self.num_workers == 0
 
     def __iter__(self):
         batches = super().__iter__()
+        if self.uint8_while_fetching:
+            batches = _fetched_as_uint8(batches, self.dataset)
         for transform in self.batch_transforms:
             batches = map(transform, batches)
         return batches
@@ -104,6 +113,19 @@ class ResumableDataLoader(DlDataLoader):
             raise ResumeError(f"load_state_dict cannot restart this DataLoader's persistent workers (torch "
                               f"{torch.__version__}'s DataLoader has no _iterator to drop): build the DataLoader "
                               "with persistent_workers=False to resume.")
+
+
+def _fetched_as_uint8(batches, loader):
+    """`batches` (fetched and collated in this process), each fetched with `loader` giving uint8 frames."""
+    while True:
+        loader.emit_uint8_frames(True)
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        finally:
+            loader.emit_uint8_frames(False)
+        yield batch
 
 
 def _upgrade(state: dict, shape: dict) -> dict:

@@ -63,11 +63,12 @@ class SampleBuilder:
                 queries[key] = [arrays["timestamp"][row].item()]
         return sample, queries
 
-    def emit_uint8(self) -> None:
-        """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says: in a DataLoader
-        worker whose collate converts them to float32 while it stacks the batch (`dl.dataloader.frames.stack_frames`),
-        one pass over the pixels instead of two. Affects only this copy of the builder (this process)."""
-        self.image_dtype = "uint8"
+    def emit_uint8(self, on: bool = True) -> None:
+        """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says (`on`), or as
+        `config.image_dtype` again (not `on`): for a DataLoader whose collate converts them to float32 while it
+        stacks the batch (`dl.dataloader.frames.stack_frames`), one pass over the pixels instead of two. Affects
+        only this copy of the builder (this process)."""
+        self.image_dtype = "uint8" if on else self.config.image_dtype
 
     def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:
         """Per camera key, what to ask the decoder for: the queried timestamps on the file's timeline."""

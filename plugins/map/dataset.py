@@ -93,10 +93,10 @@ class MapDataset(torch.utils.data.Dataset):
         """The sampler: this loader orders and shards itself."""
         return DataLoaderNeeds(sampler=self.sampler)
 
-    def emit_uint8_frames(self) -> None:
-        """Give uint8 camera frames from now on, in this process (`dl.contracts.loader.DefersFloat`: a DataLoader worker
-        whose collate converts them while it stacks the batch)."""
-        self.builder.emit_uint8()
+    def emit_uint8_frames(self, on: bool = True) -> None:
+        """Give uint8 camera frames (`on`) or `config.image_dtype` ones again, from now on, in this process
+        (`dl.contracts.loader.DefersFloat`)."""
+        self.builder.emit_uint8(on)
 
     # ---------------------------------------------------------------------------- Resumable
     @property

@@ -135,9 +135,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
         episodes, cameras = min(self.pool_size, len(self.episodes)), len(self.meta.video_keys)
         return episodes * cameras, f"episode_pool_size {self.pool_size}: {episodes} open episodes x {cameras} camera(s)"
 
-    def emit_uint8_frames(self) -> None:
-        """Give uint8 camera frames from now on, in this process (`dl.contracts.loader.DefersFloat`)."""
-        self.builder.emit_uint8()
+    def emit_uint8_frames(self, on: bool = True) -> None:
+        """Give uint8 camera frames (`on`) or `config.image_dtype` ones again, from now on, in this process
+        (`dl.contracts.loader.DefersFloat`)."""
+        self.builder.emit_uint8(on)
 
     # ----------------------------------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
