@@ -15,6 +15,7 @@ from .report import report
 from .run import run
 from .status import cancel, status
 from .synthetic_dataset import synthetic_dataset
+from .transcode import transcode
 from .validate import validate
 
 
@@ -41,7 +42,8 @@ def cli():
     generates once); `dl status` / `dl cancel` follow or stop runs a cluster scheduler queued; `dl report`
     compares results of any runs. `dl plugins` lists the sources, loaders, decoders and schedulers installed.
     `dl info` summarizes a dataset, `dl validate` checks every file of it, `dl diagnose` walks the decode path
-    of one frame per camera and says what breaks it.
+    of one frame per camera and says what breaks it. `dl transcode` re-encodes a dataset's videos (codec, GOP) into
+    a new dataset, e.g. H.264 for a GPU whose NVDEC has no AV1.
     """
 
 
@@ -54,6 +56,7 @@ cli.add_command(synthetic_dataset)
 cli.add_command(status)
 cli.add_command(cancel)
 cli.add_command(report)
+cli.add_command(transcode)
 
 
 def main():

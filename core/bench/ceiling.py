@@ -1,17 +1,34 @@
-"""The machine's decode ceiling for the dataset at hand: how many frames per second one process decodes with the
-run's decoder, picking single frames at random (what a map-style loader asks for) and decoding runs of
-consecutive frames (what sequential decode can reach), so a run's decoded frames/s can be read as a share of
-what the machine could do."""
+"""The machine's decode ceiling for the dataset at hand: how many frames per second the run's decoder decodes when
+it does nothing else, reading single frames at random positions (what a map-style loader asks for) and whole
+episodes in order (what in-order decode can reach), so a run's decoded frames/s can be read as a share of what the
+machine could do.
+
+A ceiling is only worth comparing against when it is stable. Measured on open50 with one short trial per run, two
+runs of the same configuration gave 493 and 901 random frames/s. So each kind is measured as several short trials,
+after the files were read once (a warm file cache) and every file opened once (untimed), and the ceiling is the
+best trial, reported with the trials' spread; and it is measured in the processes the run decodes in, with their
+settings: in DataLoader workers (`ceiling_workers`) of the run's start method, each with torch's one intra-op thread
+and its share of the cores for camera threads (`dl.dataloader.world.process_cores`), all decoding at once, so
+what they take from each other (cores, memory bandwidth) is in the ceiling as it is in the run.
+"""
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..contracts.decoder import Decoder
+from ..contracts.decoder import Decoder, FrameRequest
 from ..format.metadata import DatasetMeta, EpisodeMeta
 
 RUN_FRAMES = 32
-"""Frames per `frames_in_run` call in the sequential measurement (as LeRobot's anchor `tc_seq` reads files)."""
+"""Frames per camera per `Decoder.decode` call in the sequential measurement (as LeRobot's anchor `tc_seq` reads
+files)."""
+TRIALS = 5
+"""Trials per kind; the ceiling is the best."""
+MIN_TRIAL_FRAMES = 32
+"""A trial runs until it has decoded at least this many frames, however long that takes."""
+WARM_READ_BYTES = 2 << 30
+"""The most bytes of video read once, before the trials, to warm the file cache (local sources only)."""
 
 
 def _sync(frames) -> None:
@@ -21,68 +38,126 @@ def _sync(frames) -> None:
         torch.cuda.synchronize(frames.data.device)
 
 
-def random_frames_per_s(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], seconds: float,
-                        seed: int = 0) -> float:
-    """Single frames (one `frames_at` call each, uint8) drawn uniformly over every camera frame of `episodes`,
-    per second, for about `seconds` in this process after one untimed frame per file (up to the decoder
-    cache's capacity: opening is a start-up cost)."""
-    rng = np.random.default_rng(seed)
-    cameras = meta.video_keys
-    lengths = np.array([ep.length for ep in episodes for _ in cameras], dtype=np.int64)
-    spans = [(ep, ep.videos[key]) for ep in episodes for key in cameras]
-    for _, span in list({s.path: (e, s) for e, s in spans}.values())[:decoder.cache.capacity]:
-        _sync(decoder.frames_at(meta.source, span.path, [span.from_timestamp]))
+@dataclass
+class CeilingPlan:
+    """What one process measures: `trials` random and `trials` sequential trials of `trial_s` seconds each (at
+    least `MIN_TRIAL_FRAMES` frames), after one untimed pass opening every file; `seed` draws the positions."""
+
+    trial_s: float
+    trials: int = TRIALS
+    seed: int = 0
+
+
+def warm_file_cache(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int = WARM_READ_BYTES) -> int:
+    """Read the video files of `episodes` once (a local source only, at most `limit` bytes), so trials do not
+    time the disk; returns the bytes read."""
+    if not meta.source.is_local:
+        return 0
+    read = 0
+    for path in dict.fromkeys(span.path for ep in episodes for span in ep.videos.values()):
+        if read >= limit:
+            break
+        with meta.source.open(path) as f:
+            while read < limit and (block := f.read(1 << 22)):
+                read += len(block)
+    return read
+
+
+def _decode_all(meta: DatasetMeta, decoder: Decoder, requests: list[FrameRequest]) -> int:
+    frames = decoder.decode(meta.source, requests)
+    for decoded in frames:
+        _sync(decoded)
+    return sum(len(f.pts_s) for f in frames)
+
+
+def random_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], seconds: float,
+                 rng: np.random.Generator) -> float:
+    """Camera frames per second, for at least `seconds` and `MIN_TRIAL_FRAMES` frames: a row drawn uniformly over
+    every frame of `episodes`, all its cameras decoded in one `Decoder.decode` call (as a map-style loader asks for
+    a sample; uint8)."""
+    lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
     starts = np.cumsum(lengths) - lengths
     n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    while n < MIN_TRIAL_FRAMES or time.perf_counter() - t0 < seconds:
         k = int(rng.integers(lengths.sum()))
-        which = int(np.searchsorted(starts, k, side="right")) - 1
-        _, span = spans[which]
-        _sync(decoder.frames_at(meta.source, span.path, [span.from_timestamp + (k - starts[which]) / meta.fps]))
-        n += 1
+        e = int(np.searchsorted(starts, k, side="right")) - 1
+        row = (k - starts[e]) / meta.fps
+        n += _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp + row,))
+                                         for span in episodes[e].videos.values()])
     return n / (time.perf_counter() - t0)
 
 
-def sequential_frames_per_s(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], seconds: float,
-                            seed: int = 0) -> float:
-    """Consecutive frames (`frames_in_run`, RUN_FRAMES per call, uint8) of episodes drawn at random, each from its
-    first frame, per second, for about `seconds` in this process."""
-    rng = np.random.default_rng(seed)
+def sequential_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], seconds: float,
+                     rng: np.random.Generator) -> float:
+    """Camera frames per second, for at least `seconds` and `MIN_TRIAL_FRAMES` frames: episodes drawn at random,
+    each decoded from its first frame in runs of `RUN_FRAMES` consecutive frames, all cameras per
+    `Decoder.decode` call (runs decode in order after one seek; uint8)."""
     n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    while n < MIN_TRIAL_FRAMES or time.perf_counter() - t0 < seconds:
         ep = episodes[int(rng.integers(len(episodes)))]
-        span = ep.videos[meta.video_keys[int(rng.integers(len(meta.video_keys)))]]
         for start in range(0, ep.length, RUN_FRAMES):
-            stamps = [span.from_timestamp + r / meta.fps for r in range(start, min(start + RUN_FRAMES, ep.length))]
-            _sync(decoder.frames_in_run(meta.source, span.path, stamps))
-            n += len(stamps)
-            if time.perf_counter() - t0 >= seconds:
+            rows = np.arange(start, min(start + RUN_FRAMES, ep.length)) / meta.fps
+            n += _decode_all(meta, decoder, [FrameRequest(span.path, tuple(span.from_timestamp + rows), run=True)
+                                             for span in ep.videos.values()])
+            if n >= MIN_TRIAL_FRAMES and time.perf_counter() - t0 >= seconds:
                 break
     return n / (time.perf_counter() - t0)
 
 
-def decode_ceiling(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], seconds: float,
-                   processes: int) -> dict | None:
-    """The ceiling as a result field: random and sequential frames/s per process (each measured for half of
-    `seconds`), and times `processes` (the processes that decode in the run: DataLoader workers, or 1). None
-    for a dataset without cameras or `seconds` <= 0."""
-    if seconds <= 0 or not meta.video_keys:
-        return None
-    random_rate = random_frames_per_s(meta, decoder, episodes, seconds / 2)
-    sequential_rate = sequential_frames_per_s(meta, decoder, episodes, seconds / 2)
+def open_every_file(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta]) -> None:
+    """Decode one frame of each file of `episodes` (up to the decoder cache's capacity), untimed: opening a file
+    is a start-up cost, not decode speed."""
+    spans = list({span.path: span for ep in episodes for span in ep.videos.values()}.values())
+    for span in spans[:decoder.cache.capacity]:
+        _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp,))])
+
+
+def measure_trials(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], plan: CeilingPlan) -> dict:
+    """One process's trials: `{"random": [frames/s, ...], "sequential": [...]}`, each list `plan.trials` long
+    (the random trials first, then the sequential ones), after `open_every_file`."""
+    rng = np.random.default_rng(plan.seed)
+    open_every_file(meta, decoder, episodes)
+    out = {"random": [random_trial(meta, decoder, episodes, plan.trial_s, rng) for _ in range(plan.trials)],
+           "sequential": [sequential_trial(meta, decoder, episodes, plan.trial_s, rng) for _ in range(plan.trials)]}
     decoder.cache.clear()
-    return {"decoder": decoder.name, "seconds": round(seconds, 3), "processes": processes,
-            "random_frames_per_s_per_process": round(random_rate, 1),
-            "sequential_frames_per_s_per_process": round(sequential_rate, 1),
-            "random_frames_per_s": round(random_rate * processes, 1),
-            "sequential_frames_per_s": round(sequential_rate * processes, 1)}
+    return out
 
 
-def ceiling_shares(decoded_frames_per_s: float, ceiling: dict | None) -> dict:
+def spread_pct(rates: list[float]) -> float:
+    """How far apart trials are: (fastest - slowest) / fastest, in %."""
+    return round(100 * (max(rates) - min(rates)) / max(rates), 1) if rates and max(rates) > 0 else 0.0
+
+
+def summarize(decoder: str, seconds: float, processes: int, trials: dict[str, list[float]], where: str) -> dict:
+    """The `decode_ceiling` result field from trials summed over the processes that ran at once
+    (`{"random": [...], "sequential": [...]}`, frames/s per trial): per kind the best trial as the ceiling
+    (`{kind}_frames_per_s`, and per process), every trial and their spread."""
+    out = {"decoder": decoder, "seconds": round(seconds, 3), "processes": processes, "measured_in": where}
+    for kind, rates in trials.items():
+        best = max(rates)
+        out[f"{kind}_frames_per_s"] = round(best, 1)
+        out[f"{kind}_frames_per_s_per_process"] = round(best / processes, 1)
+        out[f"{kind}_trials_frames_per_s"] = [round(r, 1) for r in rates]
+        out[f"{kind}_spread_pct"] = spread_pct(rates)
+    return out
+
+
+def ceiling_shares(decoded_frames_per_s: float, ceiling: dict | None, in_order: bool = False) -> dict:
     """`decoded_frames_pct_of_random_ceiling` and `..._sequential_ceiling`: a run's decoded frames/s as a
-    percentage of the ceiling (empty without one)."""
+    percentage of the ceiling (empty without one), and `decode_ceiling_warning`, a sentence, where a share is above
+    100%: of the sequential ceiling, or of the random one by a loader that does not decode in order (`in_order`:
+    the `pool` loader's chunks, which may legitimately beat random access), the ceiling was measured low, e.g.
+    while something else ran."""
     if not ceiling:
         return {}
-    return {f"decoded_frames_pct_of_{kind}_ceiling": round(100 * decoded_frames_per_s / ceiling[f"{kind}_frames_per_s"],
-                                                           1)
-            for kind in ("random", "sequential") if ceiling[f"{kind}_frames_per_s"]}
+    out = {f"decoded_frames_pct_of_{kind}_ceiling": round(100 * decoded_frames_per_s / ceiling[f"{kind}_frames_per_s"],
+                                                          1)
+           for kind in ("random", "sequential") if ceiling[f"{kind}_frames_per_s"]}
+    over = [kind for kind in ("random", "sequential") if out.get(f"decoded_frames_pct_of_{kind}_ceiling", 0) > 100
+            and not (kind == "random" and in_order)]
+    if over:
+        spreads = ", ".join(f"{kind} trials spread {ceiling.get(f'{kind}_spread_pct', '?')}%" for kind in over)
+        out["decode_ceiling_warning"] = (f"the run decoded faster than the {' and '.join(over)} ceiling: the ceiling "
+                                         f"was measured low ({spreads}); something else was probably running. "
+                                         "Re-run on a quiet machine.")
+    return out
