@@ -86,12 +86,13 @@ def transcode(src, dst, codec, gop, crf, preset, pix_fmt, bframes, min_psnr, tol
     console.print(f"transcoding {meta.source.url} -> {Path(dst).absolute()}: {options.describe()}", highlight=False,
                   soft_wrap=True)
     from dl.bench.progress import rich_progress
+    from dl.bench.signals import Terminated
 
     with rich_progress("transcode", console) as progress:
         transcoder = Transcoder(meta, Path(dst), options, jobs=jobs, allow_missing=allow_missing, progress=progress)
         try:
             record = transcoder.run()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Terminated):
             kept = len(transcoder.state.files) if transcoder.state else 0
             console.print(f"interrupted: {kept} video file(s) re-encoded and verified are kept in {dst}; run the "
                           "same command to continue.", highlight=False, soft_wrap=True)
