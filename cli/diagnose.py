@@ -53,3 +53,5 @@ def _render(found, console: Console) -> None:
     console.print(table)
     colour = "green" if found.ok else "red"
     console.print(f"[bold {colour}]verdict[/] {found.verdict}", highlight=False, soft_wrap=True)
+    for line in found.advice:
+        console.print(f"[bold yellow]GPU[/] {line}", highlight=False, soft_wrap=True)

@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 
 from ..contracts.decoder import codec_matches
-from ..contracts.errors import DlError
+from ..contracts.errors import CodecUnsupportedError, DlError
 from ..host.assembly import build_decoder, open_dataset
 from ..kits.video.torchcodec_video import open_video
 
@@ -33,12 +33,15 @@ class Step:
 @dataclass
 class Diagnosis:
     """The result of `diagnose`: library `versions`, `steps` in order (stopping at the first failure of a
-    camera), per-camera `streams` facts, and the `verdict` (a sentence with the fix when something failed)."""
+    camera), per-camera `streams` facts, the `verdict` (a sentence with the fix when something failed), and
+    `advice`: what else was found that does not break the decode path (a GPU here whose NVDEC cannot decode the
+    dataset's codec, with the `dl transcode` command that fixes it)."""
 
     versions: dict
     steps: list[Step] = field(default_factory=list)
     streams: dict = field(default_factory=dict)
     verdict: str = ""
+    advice: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -141,7 +144,33 @@ def diagnose(root: str, source: str = "local", source_options: dict | None = Non
     step("decoder", True, f"{decoder} created")
     for key, span in chosen.videos.items():
         found.streams[key] = _camera(meta, dec, chosen, key, span, tolerance_s, step)
+    if decoder != GPU_DECODER:
+        found.advice += gpu_advice(meta, chosen, decoder)
     return _verdict(found)
+
+
+GPU_DECODER = "nvdec"
+
+
+def gpu_advice(meta, episode, decoder: str) -> list[str]:
+    """Where a GPU decoder runs here (`nvdec` builds: a GPU, CUDA builds of torch and torchcodec) but cannot decode
+    a camera's codec (`CodecUnsupportedError`), one line per codec saying so, that `decoder` (and `dl run --decoder
+    auto`) decodes on the CPU, and the `dl transcode` command that would let the GPU decode it; else nothing."""
+    try:
+        gpu = build_decoder(GPU_DECODER)
+    except DlError:  # no GPU here (or no nvdec plugin): nothing to advise
+        return []
+    lines = {}
+    for span in episode.videos.values():
+        try:
+            gpu.probe(meta.source, span.path)
+        except CodecUnsupportedError as exc:
+            lines.setdefault(exc.codec, f"{GPU_DECODER} cannot decode this dataset's {exc.codec} on this GPU "
+                                        f"({exc.device}): {decoder} decodes it on the CPU (so does dl run --decoder "
+                                        f"auto). To decode on the GPU, re-encode it: {exc.fix}")
+        except DlError:
+            continue
+    return list(lines.values())
 
 
 def _camera(meta, dec, episode, key: str, span, tolerance_s: float, step) -> dict:
@@ -161,6 +190,10 @@ def _camera(meta, dec, episode, key: str, span, tolerance_s: float, step) -> dic
         return facts
     try:
         probe = dec.probe(meta.source, span.path)
+    except CodecUnsupportedError as exc:
+        step(f"{key}: open", False, f"{exc.device} cannot decode {exc.codec} ({where})",
+             f"decode on the CPU (--decoder cpu; dl run --decoder auto does), or re-encode the dataset: {exc.fix}")
+        return facts
     except DlError as exc:
         step(f"{key}: open", False, str(exc),
              "check that the FFmpeg libraries above decode this codec, or re-encode the video to H.264")

@@ -60,6 +60,13 @@ def describe_calibration(result: dict) -> str:
     return f"[bold]--decoder auto[/] chose {calibration['chosen']} by {by} frames/s per process: {'; '.join(parts)}"
 
 
+def codec_fixes(calibration: dict) -> list[str]:
+    """One line per decoder that runs here but cannot decode the dataset's codec (`--decoder auto`): what, the
+    decoder used instead, and the `dl transcode` command that would let it decode the dataset."""
+    return [f"{name} {r['unavailable']}: decoding with {calibration['chosen']} instead. To decode with {name}, "
+            f"re-encode the dataset: {r['fix']}" for name, r in calibration["decoders"].items() if r.get("fix")]
+
+
 def describe_dataset(result: dict, default_dataset: bool) -> str:
     """The dataset a result measured: its root (or "dl's generated default dataset: ..."), episodes, frames,
     fps, cameras."""
@@ -88,6 +95,9 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
             console.print(f"{head}: {describe_run(result)}", highlight=False, soft_wrap=True)
         for line in dict.fromkeys(describe_calibration(r) for r in ok if r.get("decoder_calibration")):
             console.print(line, highlight=False, soft_wrap=True)
+        for line in dict.fromkeys(f for r in ok if r.get("decoder_calibration") for f in
+                                  codec_fixes(r["decoder_calibration"])):
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
         table = Table(title="dl run results", header_style="bold", caption="fields: docs/benchmark.md")
         table.add_column("metric", no_wrap=True)
         for label in labels:

@@ -119,7 +119,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     from dl.bench.session import check_dataset, check_plugins, finish, resolve_decoder, submit_specs, write_snapshot
     from dl.host.manager import get_plugins
 
-    from .render import render_results
+    from .render import codec_fixes, render_results
     from .status import follow, render_statuses
 
     console = Console()
@@ -152,6 +152,8 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
             base = servers.enter_context(serve_on_loopback(base, lambda line: console.print(line, highlight=False)))
             meta = check_dataset(base)
             base = resolve_decoder(base, meta)
+            for line in codec_fixes(base.decoder_calibration or {"decoders": {}}):
+                console.print(line, highlight=False, soft_wrap=True, markup=False)
             base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
             specs += [_with_budget(dataclasses.replace(base, mode=m, num_workers=w, name=""), b)
                       for m, w, b in itertools.product(mode_list, worker_list, budget_list)]

@@ -4,15 +4,12 @@ A CUDA context cannot cross a fork, so this decoder asks for `spawn` DataLoader 
 (the frames are already on the GPU); `dl.dataloader.build.build_dataloader` and `dl run --decoder nvdec` arrange both
 and record them. Open decoders live in the process-local cache, dropped on fork and never pickled."""
 
-from dl.contracts.errors import DecoderUnavailableError, DlError, VideoDecodeError
+from dl.contracts.errors import CodecUnsupportedError, DecoderUnavailableError, DlError, transcode_command
 from dl.contracts.hookspecs import hookimpl
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.source import Source
 from dl.kits.video.decoder_cache import DecoderCache
 from dl.kits.video.torchcodec_video import SEEK_MODES, TorchcodecDecoder, decoder_bytes, open_video, stream_facts
-
-FIX = ("Decode on the CPU (--decoder cpu), or re-encode the videos to H.264 or HEVC, which every NVDEC "
-       "generation decodes (e.g. ffmpeg -i IN.mp4 -c:v libx264 -g 2 -crf 18 OUT.mp4).")
 
 
 def cuda_problems() -> list[str]:
@@ -37,11 +34,16 @@ def cuda_problems() -> list[str]:
     return problems
 
 
-def unsupported_codec_message(url: str, path: str, codec: str, gpu: str) -> str:
-    """The error for a stream this GPU's NVDEC cannot decode (torchcodec would silently decode it on the CPU)."""
+def unsupported_codec(url: str, path: str, codec: str, gpu: str) -> CodecUnsupportedError:
+    """The error for a stream this GPU's NVDEC cannot decode (torchcodec would silently decode it on the CPU): one
+    line saying so, the fix (decode on the CPU, or re-encode with `dl transcode`) and the command."""
     hint = (" A100 and H100 have no AV1 NVDEC; Ada GPUs (L4, L40, RTX 40xx) and newer do, and AV1 is LeRobot's "
             "default codec." if codec == "av1" else "")
-    return f"{url}/{path} is {codec}, which the NVDEC engine of this GPU ({gpu}) cannot decode.{hint} {FIX}"
+    fix = transcode_command(url, "h264")
+    return CodecUnsupportedError(
+        f"{url}/{path} is {codec}, which the NVDEC engine of this GPU ({gpu}) cannot decode.{hint} Decode on the CPU "
+        f"(--decoder cpu), or re-encode the videos to H.264, which every NVDEC generation decodes: {fix}",
+        codec=codec, device=gpu, fix=fix)
 
 
 class NvdecDecoder(TorchcodecDecoder):
@@ -80,15 +82,21 @@ class NvdecDecoder(TorchcodecDecoder):
 
     def _open(self, source: Source, path: str):
         decoder = open_video(source, path, seek_mode=self.seek_mode, device=self.device)
-        if decoder.cpu_fallback:  # torchcodec decodes a stream NVDEC cannot on the CPU, silently
+        fallback = decoder.cpu_fallback
+        if fallback:  # torchcodec decodes on the CPU what NVDEC cannot, silently
+            if "NVcuvid unavailable" in str(fallback):
+                raise DecoderUnavailableError(
+                    "decoder nvdec: torchcodec cannot load NVIDIA's video decode library (libnvcuvid) on this machine "
+                    f"({fallback}). Install the driver's decode library (e.g. Debian's libnvidia-decode, or the "
+                    "container toolkit's video capability), or use --decoder cpu.")
             import torch
 
             gpu = torch.cuda.get_device_name(torch.device(self.device))
-            raise VideoDecodeError(unsupported_codec_message(source.url, path, decoder.metadata.codec, gpu))
+            raise unsupported_codec(source.url, path, decoder.metadata.codec, gpu)
         return decoder
 
     def probe(self, source: Source, path: str) -> dict:
-        """Stream facts and seek mode; raises `VideoDecodeError` when this GPU cannot decode the stream."""
+        """Stream facts and seek mode; raises `CodecUnsupportedError` when this GPU cannot decode the stream."""
         return stream_facts(self._open(source, path))
 
     def dataloader_needs(self) -> DataLoaderNeeds:

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import dl
-from dl.contracts.errors import DlError
+from dl.contracts.errors import CodecUnsupportedError, DlError, transcode_command
 from dl.dataloader.build import build_dataloader
 from dl.host.assembly import build_decoder
-from dl.plugins.nvdec_decoder import NvdecDecoder, cuda_problems, unsupported_codec_message
+from dl.plugins.nvdec_decoder import NvdecDecoder, cuda_problems, unsupported_codec
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: nvdec builds here")
 
@@ -41,12 +41,24 @@ def test_bad_options_are_refused_before_looking_for_a_gpu(options, match):
         build_decoder("nvdec", options)
 
 
-def test_av1_on_a_gpu_without_av1_nvdec_names_the_gpus_and_the_fix():
-    message = unsupported_codec_message("file:///data/ds", "videos/cam/file-000.mp4", "av1", "NVIDIA H100 80GB HBM3")
+def test_av1_on_a_gpu_without_av1_nvdec_names_the_gpus_and_the_transcode_command():
+    error = unsupported_codec("file:///data/ds", "videos/cam/file-000.mp4", "av1", "NVIDIA H100 80GB HBM3")
+    message = str(error)
+    assert isinstance(error, CodecUnsupportedError) and (error.codec, error.device) == ("av1", "NVIDIA H100 80GB HBM3")
     assert "file-000.mp4 is av1, which the NVDEC engine of this GPU (NVIDIA H100 80GB HBM3) cannot" in message
     assert "A100 and H100 have no AV1 NVDEC" in message and "L4, L40" in message
-    assert "--decoder cpu" in message and "H.264 or HEVC" in message and "libx264" in message
-    assert "A100" not in unsupported_codec_message("u", "p.mp4", "vp9", "Tesla T4")
+    assert "--decoder cpu" in message and message.endswith(error.fix)
+    assert error.fix == "dl transcode /data/ds /data/ds-h264 --codec h264 --gop 2"
+    assert "A100" not in str(unsupported_codec("u", "p.mp4", "vp9", "Tesla T4"))
+
+
+@pytest.mark.parametrize(("url", "command"), [
+    ("file:///data/ds/", "dl transcode /data/ds /data/ds-h264 --codec h264 --gop 2"),
+    ("hf://datasets/lerobot/pusht@0123abc", "dl transcode hf://datasets/lerobot/pusht@0123abc ./pusht-h264 --codec "
+                                            "h264 --gop 2"),
+    ("s3://bucket/robots/ds", "dl transcode s3://bucket/robots/ds ./ds-h264 --codec h264 --gop 2")])
+def test_the_transcode_command_writes_beside_a_local_dataset_else_here(url, command):
+    assert transcode_command(url) == command
 
 
 def test_asks_for_spawn_workers_and_no_pin_memory(small_dataset):

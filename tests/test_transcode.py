@@ -19,10 +19,10 @@ from cli_helpers import DL, dl_subprocess, env_with
 from remote_helpers import s3, upload  # noqa: F401 (fixture)
 
 import dl
+from dl.testing.synthetic import read_frame_code
 from dl.transcode.ffmpeg import Processes, frames_of
 from dl.transcode.run import RECORD
 from dl.transcode.state import WORK
-from dl.testing.synthetic import read_frame_code
 
 AV1 = {"codec": "av1", "gop": 2, "episodes": 5, "frames_per_episode": (20, 40), "episodes_per_file": 2}
 

@@ -62,7 +62,8 @@ def test_the_gop_is_the_most_common_keyframe_interval():
 
 def test_options_refuse_values_out_of_range_naming_the_flag():
     for kwargs, flag in [({"codec": "vp9"}, "--codec"), ({"codec": "h264", "crf": 60}, "--crf for h264 must be 0..51"),
-                         ({"codec": "av1", "preset": "fast"}, "--preset for av1"), ({"codec": "h264", "gop": 0}, "--gop"),
+                         ({"codec": "av1", "preset": "fast"}, "--preset for av1"),
+                         ({"codec": "h264", "gop": 0}, "--gop"),
                          ({"codec": "av1", "bframes": 2, "gop": 8}, "AV1 has no B-frames"),
                          ({"codec": "h264", "bframes": 4, "gop": 2}, "needs a GOP longer"),
                          ({"codec": "av1", "pix_fmt": "yuv444p"}, "SVT-AV1 encodes")]:

@@ -3,11 +3,11 @@ fastest, in the host, before any run starts; the calibration goes into every run
 
 import dataclasses
 
-from ..contracts.errors import DlError
+from ..contracts.errors import CodecUnsupportedError, DlError
 from ..contracts.units import parse_bytes
 from ..format.metadata import DatasetMeta
 from ..host.registry import Registry
-from .ceiling import random_frames_per_s, sequential_frames_per_s
+from .ceiling import TRIALS, CeilingPlan, measure_trials, warm_file_cache
 from .spec import RunSpec
 
 AUTO = "auto"
@@ -16,8 +16,10 @@ AUTO = "auto"
 def calibrate_decoders(meta: DatasetMeta, episodes: list, registry: Registry, seconds: float,
                        sequential: bool) -> dict:
     """Build every registered decoder with its default options and measure it on `episodes` of `meta`: random
-    single frames/s and sequential frames/s (`dl.bench.ceiling`), `seconds` each, in this process. A decoder
-    whose factory raises `DlError` (no GPU...) is listed with its reason.
+    single frames/s and sequential frames/s (`dl.bench.ceiling`: each the best of its trials, `seconds` in all per
+    kind), in this process. A decoder that cannot run here (its factory raises `DlError`: no GPU...) is listed
+    with its reason; one that runs but cannot decode the dataset's codec (`CodecUnsupportedError`: AV1 on an H100's
+    NVDEC) with the reason in one line and the `dl transcode` command that makes the dataset decodable by it.
 
     Args:
         sequential: rank by sequential frames/s (a loader that decodes runs: `pool` with a decode budget)
@@ -25,7 +27,7 @@ def calibrate_decoders(meta: DatasetMeta, episodes: list, registry: Registry, se
 
     Returns:
         `{"chosen", "by", "seconds", "decoders": {name: {"random_frames_per_s", "sequential_frames_per_s"} or
-        {"unavailable": reason}}}`.
+        {"unavailable": reason} or {"unavailable": reason, "codec": codec, "fix": command}}}`.
 
     Raises:
         DlError: no decoder can run here, or the dataset has no cameras.
@@ -34,12 +36,15 @@ def calibrate_decoders(meta: DatasetMeta, episodes: list, registry: Registry, se
         raise DlError(f"--decoder auto: {meta.source.url} has no cameras to time decoders on; give --decoder NAME.")
     by = "sequential_frames_per_s" if sequential else "random_frames_per_s"
     found: dict[str, dict] = {}
+    warm_file_cache(meta, episodes)
     for name in registry.names("decoder"):
         try:
             decoder = registry.create("decoder", name)
-            found[name] = {"random_frames_per_s": round(random_frames_per_s(meta, decoder, episodes, seconds), 1),
-                           "sequential_frames_per_s": round(sequential_frames_per_s(meta, decoder, episodes, seconds),
-                                                            1)}
+            trials = measure_trials(meta, decoder, episodes, CeilingPlan(trial_s=seconds / TRIALS))
+            found[name] = {f"{kind}_frames_per_s": round(max(rates), 1) for kind, rates in trials.items()}
+        except CodecUnsupportedError as exc:
+            found[name] = {"unavailable": f"cannot decode {exc.codec} on {exc.device}", "codec": exc.codec,
+                           "fix": exc.fix}
         except DlError as exc:
             found[name] = {"unavailable": str(exc)}
     timed = {name: r for name, r in found.items() if "unavailable" not in r}

@@ -45,6 +45,32 @@ class VideoDecodeError(DlError):
     """A video file could not be opened or decoded."""
 
 
+class CodecUnsupportedError(VideoDecodeError):
+    """A decoder cannot decode a stream's codec on this machine (e.g. AV1 on a GPU whose NVDEC has no AV1 engine),
+    although it runs here: the dataset, not the decoder, would have to change.
+
+    Attributes:
+        codec: the stream's codec (FFmpeg's name, e.g. "av1").
+        device: what lacks it, in words (e.g. "NVIDIA H100 80GB HBM3").
+        fix: the command that makes the dataset decodable here (`transcode_command`).
+    """
+
+    def __init__(self, message: str, codec: str, device: str, fix: str):
+        super().__init__(message)
+        self.codec, self.device, self.fix = codec, device, fix
+
+
+def transcode_command(url: str, codec: str = "h264", gop: int = 2) -> str:
+    """The `dl transcode` command that writes the dataset at `url` (a source's URL: `file:///path`, `hf://...`,
+    `s3://...`) re-encoded to `codec` with GOPs of `gop` frames, beside it when it is local (`PATH-h264`), else
+    in the current folder."""
+    local = url.startswith("file://") or "://" not in url
+    src = url.removeprefix("file://").rstrip("/")
+    name = src.split("/")[-1].split("@")[0] or "dataset"
+    dst = f"{src}-{codec}" if local else f"./{name}-{codec}"
+    return f"dl transcode {src} {dst} --codec {codec} --gop {gop}"
+
+
 class DecoderUnavailableError(DlError):
     """A decoder cannot run on this machine (no GPU, torch or torchcodec built without CUDA): not a mistake in its
     options. The decoder conformance suite skips on it; `dl run --decoder auto` passes the decoder over."""
