@@ -5,13 +5,13 @@ from rich.console import Console
 from rich.table import Table
 
 ROWS = (
-    ("samples_per_s", "samples/s"),
+    ("samples_per_s", "samples/s (spread)"),
     ("decoded_frames_per_s", "video frames/s"),
-    ("decoded_frames_pct_of_random_ceiling", "% of random-decode ceiling"),
-    ("decoded_frames_pct_of_sequential_ceiling", "% of sequential-decode ceiling"),
-    ("single_proc_samples_per_s", "samples/s in one process"),
-    ("fetch_pct", "% rows+conversion, 1 process"),
-    ("decode_pct", "% video decode, 1 process"),
+    ("decoded_frames_pct_of_random_ceiling", "% of max decode rate, random frames"),
+    ("decoded_frames_pct_of_sequential_ceiling", "% of max decode rate, frames in order"),
+    ("single_proc_samples_per_s", "samples/s with 0 workers (spread)"),
+    ("fetch_pct", "  time reading rows, converting %"),
+    ("decode_pct", "  time decoding video %"),
     ("shuffle_randomness_frac", "episodes per batch (ideal)"),
     ("first_batch_latency_s", "first batch after, s"),
     ("p50_sample_latency_ms", "ms per sample, median"),
@@ -25,6 +25,8 @@ ROWS = (
     ("total_time_s", "run time s"),
 )
 """(result field, row label); the first line of each label is what docs/benchmark.md explains."""
+SPREADS = {"samples_per_s": "samples_per_s_spread_pct", "single_proc_samples_per_s": "single_proc_spread_pct"}
+"""The rates shown with the spread of their blocks (`dl.bench.steady.spread_pct`)."""
 
 
 def _cell(result: dict, key: str) -> str:
@@ -32,7 +34,15 @@ def _cell(result: dict, key: str) -> str:
     ceiling = result.get("decode_ceiling") or {}
     if key.startswith("decoded_frames_pct_of_") and value is not None:
         kind = key.removeprefix("decoded_frames_pct_of_").removesuffix("_ceiling")
-        return f"{value}% of {ceiling.get(f'{kind}_frames_per_s')}"
+        text = f"{value}% of {ceiling.get(f'{kind}_frames_per_s')}"
+        spread = ceiling.get(f"{kind}_spread_pct")
+        if kind in result.get("decode_ceiling_exceeded", ()):
+            return f"{text}: limit measured low"
+        if value > 100:
+            return f"{text} (decodes in order)"
+        return f"{text} ({spread}%)" if spread is not None else text
+    if key in SPREADS and value is not None and result.get(SPREADS[key]) is not None:
+        return f"{value} ({result[SPREADS[key]]}%)"
     if key == "video_decoder_cache" and isinstance(value, dict):
         return f"{value['hits']}/{value['misses']}"
     if key == "shuffle_randomness_frac" and value is not None and result.get("shuffle_randomness_ideal"):
@@ -109,6 +119,10 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
             for key in sorted({k for r in ok for k in r.get(group, {})}):
                 table.add_row(f"{prefix}{key}", *(str(r.get(group, {}).get(key, "-")) for r in ok))
         console.print(table)
+        for label, result in zip(labels, ok, strict=True):
+            if result.get("decode_ceiling_warning"):
+                console.print(f"[bold yellow]{label}[/]: {result['decode_ceiling_warning']}", highlight=False,
+                              soft_wrap=True)
     for result in results:
         if result.get("status") != "ok":
             console.print(f"[bold red]{result.get('name')} failed:[/] {result.get('error')}", highlight=False,

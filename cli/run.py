@@ -59,18 +59,23 @@ _DEFAULTS = RunSpec()
               "torch.distributed gloo group on this machine (per-rank results and a merged line) [1].")
 @click.option("--prefetch-factor", type=click.IntRange(1), help=f"Batches per worker in flight "
               f"[{_DEFAULTS.prefetch_factor}].")
-@click.option("--warmup-batches", type=click.IntRange(0), help=f"Batches before the window "
+@click.option("--warmup-batches", type=click.IntRange(0), help=f"Batches before the window, at least "
               f"[{_DEFAULTS.warmup_batches}].")
+@click.option("--warmup-s", type=click.FloatRange(0), help="Seconds of batches before the window, at least (at most a "
+              f"quarter of the window) [{_DEFAULTS.warmup_s}].")
 @click.option("--duration", type=click.FloatRange(0.1), help=f"Steady-state window, seconds [{_DEFAULTS.duration}].")
-@click.option("--single-proc-samples", type=click.IntRange(1), help="Samples timed in-process for the "
-              f"fetch/decode split [{_DEFAULTS.single_proc_samples}].")
+@click.option("--single-proc-s", type=click.FloatRange(0.1), help="Seconds timed in one process without workers, "
+              f"after {_DEFAULTS.single_proc_warmup_s} s of warm-up (at most half the window) "
+              f"[{_DEFAULTS.single_proc_s}].")
+@click.option("--single-proc-samples", type=click.IntRange(1), help="Samples timed in one process, at least "
+              f"[{_DEFAULTS.single_proc_samples}].")
 @click.option("--seed", type=int, help=f"Shuffle seed [{_DEFAULTS.seed}].")
 @click.option("--decode-budget", "budgets", multiple=True, metavar="BYTES",
               help="Decoded frames each consumer of the pool loader may hold, e.g. 256M, 1G, 0 (decode per sample): "
                    "its decode_budget option. Comma-separate or repeat to run several [the loader's default, 256M].")
 @click.option("--ceiling-s", type=click.FloatRange(0), help="Seconds each run spends measuring the machine's decode "
-              "ceiling for the dataset (random single frames and sequential runs), at most half the window; 0 skips "
-              f"it [{_DEFAULTS.ceiling_s}].")
+              "ceiling for the dataset (random single frames and whole episodes in order, each the best of several "
+              f"trials), at most half the window; 0 skips it [{_DEFAULTS.ceiling_s}].")
 @click.option("--repo-id", help="A Hub dataset repo, owner/name: the root of --source hub (same as --root "
               "hf://datasets/owner/name), or where --source bucket reads meta/ while --data-files-root holds the rest.")
 @click.option("--revision", help="Hub branch, tag or commit of --repo-id [main]; resolved to its commit once, "

@@ -144,10 +144,10 @@ def summarize(decoder: str, seconds: float, processes: int, trials: dict[str, li
 
 def ceiling_shares(decoded_frames_per_s: float, ceiling: dict | None, in_order: bool = False) -> dict:
     """`decoded_frames_pct_of_random_ceiling` and `..._sequential_ceiling`: a run's decoded frames/s as a
-    percentage of the ceiling (empty without one), and `decode_ceiling_warning`, a sentence, where a share is above
-    100%: of the sequential ceiling, or of the random one by a loader that does not decode in order (`in_order`:
-    the `pool` loader's chunks, which may legitimately beat random access), the ceiling was measured low, e.g.
-    while something else ran."""
+    percentage of the ceiling (empty without one); where a share is above 100% (of the sequential ceiling, or of
+    the random one by a loader that does not decode in order, `in_order`: the `pool` loader's chunks may
+    legitimately beat random access) the ceiling was measured low, e.g. while something else ran:
+    `decode_ceiling_exceeded` lists those kinds and `decode_ceiling_warning` says so in a sentence."""
     if not ceiling:
         return {}
     out = {f"decoded_frames_pct_of_{kind}_ceiling": round(100 * decoded_frames_per_s / ceiling[f"{kind}_frames_per_s"],
@@ -157,6 +157,7 @@ def ceiling_shares(decoded_frames_per_s: float, ceiling: dict | None, in_order: 
             and not (kind == "random" and in_order)]
     if over:
         spreads = ", ".join(f"{kind} trials spread {ceiling.get(f'{kind}_spread_pct', '?')}%" for kind in over)
+        out["decode_ceiling_exceeded"] = over
         out["decode_ceiling_warning"] = (f"the run decoded faster than the {' and '.join(over)} ceiling: the ceiling "
                                          f"was measured low ({spreads}); something else was probably running. "
                                          "Re-run on a quiet machine.")

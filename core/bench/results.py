@@ -62,7 +62,7 @@ def read_results(paths: list[Path]) -> list[dict]:
 SUMMED = ("samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "peak_rss_gb", "pss_gb_at_window_end",
           "window_samples", "window_batches")
 WORST = ("first_batch_latency_s", "p50_sample_latency_ms", "p95_sample_latency_ms", "p99_sample_latency_ms",
-         "total_time_s", "resume_first_batch_s")
+         "total_time_s", "resume_first_batch_s", "samples_per_s_spread_pct", "single_proc_spread_pct")
 MEAN = ("fetch_pct", "decode_pct", "shuffle_randomness_frac", "shuffle_randomness_ideal")
 
 STAT_MERGES = {"sum": sum, "max": max, "min": min, "mean": lambda v: round(sum(v) / len(v), 4)}
@@ -100,10 +100,6 @@ def merge_ranks(name: str, ranks: list[dict]) -> dict:
     merged.update({k: max(r[k] for r in ranks) for k in WORST if all(r.get(k) is not None for r in ranks)})
     merged.update({k: round(sum(r[k] for r in ranks) / len(ranks), 4) for k in MEAN
                    if all(r.get(k) is not None for r in ranks)})
-    ceilings = [r.get("decode_ceiling") for r in ranks]
-    if all(ceilings) and "decoded_frames_per_s" in merged:
-        merged["decode_ceiling"] = merge_ceilings(ceilings)
-        merged.update(ceiling_shares(merged["decoded_frames_per_s"], merged["decode_ceiling"]))
     caches = [r["video_decoder_cache"] for r in ranks]
     merged["video_decoder_cache"] = {k: sum(c[k] for c in caches) for k in ("hits", "misses", "evictions", "open")}
     rules = ranks[0].get("loader_stats_merge", {})
@@ -112,6 +108,11 @@ def merge_ranks(name: str, ranks: list[dict]) -> dict:
             merged[key] = merge_stats([r[key] for r in ranks], rules)
     if rules:
         merged["loader_stats_merge"] = rules
+    ceilings = [r.get("decode_ceiling") for r in ranks]
+    if all(ceilings) and "decoded_frames_per_s" in merged:
+        merged["decode_ceiling"] = merge_ceilings(ceilings)
+        in_order = bool((merged.get("loader_stats") or {}).get("decode_open_chunks"))
+        merged.update(ceiling_shares(merged["decoded_frames_per_s"], merged["decode_ceiling"], in_order))
     if all("throughput_timeline" in r for r in ranks):
         merged["throughput_timeline"] = sum_timelines([r["throughput_timeline"] for r in ranks])
     overlap = rank_overlap(ranks)
@@ -128,11 +129,15 @@ def merge_ranks(name: str, ranks: list[dict]) -> dict:
 
 
 def merge_ceilings(ceilings: list[dict]) -> dict:
-    """The decode ceiling of a multi-rank run: processes and totals summed over ranks, per-process rates averaged."""
+    """The decode ceiling of a multi-rank run (the ranks measured theirs at once): processes and totals summed over
+    ranks, per-process rates averaged, spreads the widest rank's."""
     out = {"decoder": ceilings[0]["decoder"], "seconds": ceilings[0]["seconds"],
            "processes": sum(c["processes"] for c in ceilings)}
     for kind in ("random", "sequential"):
         out[f"{kind}_frames_per_s_per_process"] = round(
             sum(c[f"{kind}_frames_per_s_per_process"] for c in ceilings) / len(ceilings), 1)
         out[f"{kind}_frames_per_s"] = round(sum(c[f"{kind}_frames_per_s"] for c in ceilings), 1)
+        spreads = [c.get(f"{kind}_spread_pct") for c in ceilings]
+        if all(v is not None for v in spreads):
+            out[f"{kind}_spread_pct"] = max(spreads)
     return out

@@ -5,6 +5,7 @@ Run as `python -m dl.bench.runner SPEC.json RESULT.json` by schedulers, so every
 """
 
 import datetime
+import itertools
 import json
 import logging
 import os
@@ -29,14 +30,19 @@ from ..dataloader.build import build_dataloader, quiet_fd_sharing
 from ..dataloader.shuffle import distinct_episode_fraction, ideal_distinct_fraction
 from ..dataloader.world import resolve_ranks
 from ..host.assembly import Assembly, build_loader, open_dataset
-from .ceiling import ceiling_shares, decode_ceiling
+from .ceiling import ceiling_shares
+from .ceiling_workers import decode_ceiling
 from .memory import PeakRssMonitor, tree_pss_bytes
 from .metrics import sample_latency_ms
 from .modes import mode_delta_timestamps
 from .signals import Terminated, stop_once_on_signals
 from .spec import RunSpec
+from .steady import SteadyTimer, block_rates, spread_pct
 from .timed_decoder import TimedDecoder
 from .timeline import EpisodesSeen, Timeline
+
+WINDOW_BLOCK_S = 1.0
+"""The steady window's blocks, whose samples/s give `samples_per_s_spread_pct`."""
 
 Progress = Callable[[str, float, float], None]
 """`progress(phase, done, total)`: called as the run advances (phase names: "prepare", "decode ceiling",
@@ -68,7 +74,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         with _network_progress(built.source, progress):
             progress("decode ceiling", 0, 1)
             ceiling = decode_ceiling(built.meta, decoder.inner, dataset.episodes[:64],
-                                     min(spec.ceiling_s, spec.duration / 2), max(spec.num_workers, 1))
+                                     min(spec.ceiling_s, spec.duration / 2), spec.num_workers)
             progress("decode ceiling", 1, 1)
             single = _single_process(dataset, decoder, spec, progress)
             decoder.cache.clear()  # workers must not inherit (and never use) the main process's decoders
@@ -90,7 +96,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     result = {
         "name": spec.name,
         **window,
-        **ceiling_shares(window["decoded_frames_per_s"], ceiling),
+        **ceiling_shares(window["decoded_frames_per_s"], ceiling, _decodes_in_order(loader_stats)),
         **single,
         "peak_rss_gb": round(rss.peak_bytes / 1e9, 3),
         "pss_gb_at_window_end": round(pss / 1e9, 3),
@@ -132,34 +138,54 @@ def _build(spec: RunSpec) -> tuple[Assembly, dict]:
     return built, delta
 
 
+def _decodes_in_order(loader_stats: dict) -> bool:
+    """Whether the run's loader decodes runs of frames in order (the `pool` loader with open chunks), which may
+    legitimately beat the random-access ceiling."""
+    return bool((loader_stats.get("loader_stats") or {}).get("decode_open_chunks"))
+
+
 def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) -> dict:
-    """Time up to `single_proc_samples` samples (or `duration` s) in this process, no workers, after one
-    untimed sample."""
+    """Steady-state samples/s in this process, no workers, unbatched (`dl.bench.steady.SteadyTimer`): after
+    `single_proc_warmup_s` of untimed samples (imports, decoder opens, the first reads and page faults are
+    start-up costs; at most a quarter of the window), at least `single_proc_s` seconds (at most half the window)
+    and `single_proc_samples` samples timed, the rate with the spread of its half-second blocks, and the split of
+    the time into decode and the rest. Epochs roll over if the pass outlasts one."""
     if not isinstance(dataset, torch.utils.data.IterableDataset) and len(dataset) == 0:
         raise RunFailed("the loader holds 0 samples; check --episodes and the dataset.")
-    loader = iter(build_dataloader(dataset, batch_size=None, num_workers=0, seed=spec.seed))
-    n = 0
+    warmup_s, seconds = min(spec.single_proc_warmup_s, spec.duration / 4), min(spec.single_proc_s, spec.duration / 2)
+    timer = SteadyTimer(warmup_s, seconds, spec.single_proc_samples, limit_s=warmup_s + spec.duration,
+                        on_start=lambda: setattr(decoder, "decode_s", 0.0))
+    loader = build_dataloader(dataset, batch_size=None, num_workers=0, seed=spec.seed)
     try:
-        next(loader)  # untimed: imports, the first decoder open and the first page faults are start-up costs
-        decoder.decode_s, t0 = 0.0, time.perf_counter()
-        for _ in loader:
-            n += 1
-            progress("single-process", n, spec.single_proc_samples)
-            if n >= spec.single_proc_samples or time.perf_counter() - t0 >= spec.duration:
-                break
-    except StopIteration:
-        raise RunFailed("the loader yielded 0 samples in the single-process pass; check --episodes.") from None
+        for epoch in itertools.count():  # epochs roll over if the pass outlasts one
+            count = 0
+            for _ in loader:
+                count += 1
+                done = timer.tick()
+                progress("single-process", min(timer.measured_s, timer.seconds), timer.seconds)
+                if done:
+                    break
+            else:
+                if count == 0:
+                    raise RunFailed(f"the loader yielded 0 samples in epoch {epoch} of the single-process pass; "
+                                    "check --episodes.")
+                continue
+            break
     except DlError as exc:
         exc.args = (describe(exc),)
         raise
     except Exception as exc:
-        raise RunFailed(f"single-process pass failed after {n} samples: {describe(exc)}") from exc
-    total = time.perf_counter() - t0
-    if n == 0:
-        raise RunFailed("the loader yielded 1 sample in the single-process pass: too few to time.")
+        raise RunFailed(f"single-process pass failed after {timer.samples} timed samples: {describe(exc)}") from exc
+    if timer.samples < 2:
+        raise RunFailed("the loader yielded too few samples in the single-process pass to time; check --episodes.")
+    total = timer.measured_s
     decode = min(decoder.decode_s, total)
+    rates = timer.block_rates()
     return {
-        "single_proc_samples_per_s": round(n / total, 2),
+        "single_proc_samples_per_s": round(timer.samples / total, 2),
+        "single_proc_spread_pct": spread_pct(rates),
+        "single_proc_samples": timer.samples,
+        "single_proc_s": round(total, 3),
         "fetch_pct": round(100 * (total - decode) / total, 1),
         "decode_pct": round(100 * decode / total, 1),
     }
@@ -191,14 +217,15 @@ def _resume_probe(dataset, loader, spec: RunSpec) -> dict:
 def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
     video_keys = dataset.meta.video_keys
     loader = _dataloader(dataset, spec)
-    arrivals, fractions = [], []
+    warmup_s = min(spec.warmup_s, spec.duration / 4)
+    arrivals, sizes, fractions = [], [], []
     samples = frames = batches = epochs = 0
     if torch.distributed.is_initialized():
         torch.distributed.barrier()  # ranks start their windows together
     t_iter = time.perf_counter()
     timeline, seen = Timeline(t_iter), EpisodesSeen()
     first_batch_s = window_start = None
-    if spec.warmup_batches == 0:
+    if spec.warmup_batches == 0 and warmup_s <= 0:
         window_start = t_iter
         timeline.mark_window(t_iter)
     iterator = iter(loader)
@@ -223,13 +250,14 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
         if first_batch_s is None:
             first_batch_s = now - t_iter
         if window_start is None:
-            progress("warm-up", batches, spec.warmup_batches)
-            if batches == spec.warmup_batches:
+            progress("warm-up", min(now - t_iter, warmup_s), warmup_s)
+            if batches >= spec.warmup_batches and now - t_iter >= warmup_s:
                 window_start = now
                 timeline.mark_window(now)
             continue
         size = len(batch["index"])
         arrivals.append(now)
+        sizes.append(size)
         samples += size
         frames += sum(_frames_in(batch[k]) for k in video_keys if k in batch)
         if size == spec.batch_size:
@@ -240,10 +268,12 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
             break
     wall = arrivals[-1] - window_start if arrivals else 0.0
     if samples == 0 or wall <= 0:
-        raise RunFailed(f"no samples arrived after the {spec.warmup_batches} warm-up batches; lower "
+        raise RunFailed(f"no samples arrived after the warm-up ({spec.warmup_batches} batches, {warmup_s:g} s); lower "
                         "--warmup-batches or use a larger dataset.")
     return {
         "samples_per_s": round(samples / wall, 2),
+        "samples_per_s_spread_pct": spread_pct(block_rates(arrivals, sizes, window_start, arrivals[-1],
+                                                           WINDOW_BLOCK_S)),
         "decoded_frames_per_s": round(frames / wall, 2),
         "shuffle_randomness_frac": round(float(np.mean(fractions)), 4) if fractions else None,
         "first_batch_latency_s": round(first_batch_s, 3),

@@ -22,10 +22,12 @@ class RunSpec:
     (`dl.contracts.scheduler.RESOURCES`: nodes, tasks_per_node, cpus_per_task, mem, time, gpus; completed by
     `dl.bench.resources.run_resources`).
     How to iterate: `batch_size`, `num_workers`, `prefetch_factor`, `seed`.
-    How to measure: `warmup_batches` (skipped), `duration` (steady-state window, s),
-    `single_proc_samples` (samples timed in-process for the fetch/decode split), `ceiling_s` (seconds spent
-    measuring the machine's decode ceiling for the dataset, half random single frames and half sequential runs,
-    at most half the window; 0 skips it: `dl.bench.ceiling`), `out_dir`, `name`.
+    How to measure: the DataLoader's warm-up, at least `warmup_batches` batches and `warmup_s` seconds (skipped),
+    then `duration` (the steady-state window, s); in one process without workers, `single_proc_warmup_s` seconds
+    untimed, then at least `single_proc_s` seconds and `single_proc_samples` samples timed (`dl.bench.steady`);
+    `ceiling_s` (seconds spent measuring the machine's decode ceiling for the dataset, half on random single frames
+    and half on whole episodes in order, each the best of several trials, at most half the window; 0 skips it:
+    `dl.bench.ceiling`), `out_dir`, `name`.
     `decoder_calibration`: how the host picked the decoder when asked for `--decoder auto`
     (`dl.bench.calibrate`), None otherwise.
     """
@@ -45,9 +47,12 @@ class RunSpec:
     world_size: int = 1
     prefetch_factor: int = 2
     warmup_batches: int = 3
+    warmup_s: float = 2.0
     duration: float = 20.0
     single_proc_samples: int = 64
-    ceiling_s: float = 2.0
+    single_proc_s: float = 4.0
+    single_proc_warmup_s: float = 1.0
+    ceiling_s: float = 3.0
     seed: int = 0
     scenario: str | None = None
     metadata_snapshot: str | None = None
