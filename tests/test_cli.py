@@ -56,8 +56,12 @@ def test_run_writes_four_ok_results(four_runs):
             assert field in result, (path.name, field)
             assert result[field] is not None, (path.name, field)
         assert result["samples_per_s"] > 0 and result["decoded_frames_per_s"] > 0
-        assert result["single_proc_samples_per_s"] > 0
+        assert result["single_proc_samples_per_s"] > 0 and result["single_proc_samples"] >= 4
+        assert result["single_proc_s"] >= 0.5  # at least --single-proc-s, at most half the window: 1 s here
+        assert result["single_proc_samples_per_s"] == pytest.approx(
+            result["single_proc_samples"] / result["single_proc_s"], rel=0.01)
         assert result["window_samples"] > 0 and result["window_s"] > 0
+        assert result["samples_per_s_spread_pct"] is None or result["samples_per_s_spread_pct"] >= 0
         assert result["fetch_pct"] + result["decode_pct"] == pytest.approx(100, abs=0.11)
         assert 0 < result["shuffle_randomness_frac"] <= 1
         assert result["p50_sample_latency_ms"] <= result["p95_sample_latency_ms"] <= result["p99_sample_latency_ms"]

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from dl.bench.ceiling import ceiling_shares
+from dl.bench.ceiling import TRIALS, ceiling_shares
 from dl.bench.results import merge_ceilings
 
 QUICK = ["--duration", "1", "--warmup-batches", "1", "--single-proc-samples", "4", "--batch-size", "4"]
@@ -22,9 +22,14 @@ def dl_run(*args, cwd):
 def check_ceiling(result, processes):
     ceiling = result["decode_ceiling"]
     assert ceiling["decoder"] == "cpu" and ceiling["processes"] == processes and ceiling["seconds"] == 0.5
+    assert ceiling["measured_in"].startswith(f"{processes} DataLoader worker(s)" if result["config"]["num_workers"]
+                                             else "this process")
     for kind in ("random", "sequential"):
+        trials = ceiling[f"{kind}_trials_frames_per_s"]
+        assert len(trials) == TRIALS and ceiling[f"{kind}_frames_per_s"] == max(trials) > 0
+        assert ceiling[f"{kind}_spread_pct"] == pytest.approx(100 * (max(trials) - min(trials)) / max(trials), abs=0.1)
         per_process = ceiling[f"{kind}_frames_per_s_per_process"]
-        assert per_process > 0 and ceiling[f"{kind}_frames_per_s"] == pytest.approx(per_process * processes, abs=0.2)
+        assert ceiling[f"{kind}_frames_per_s"] == pytest.approx(per_process * processes, abs=0.2)
         share = 100 * result["decoded_frames_per_s"] / ceiling[f"{kind}_frames_per_s"]
         assert result[f"decoded_frames_pct_of_{kind}_ceiling"] == pytest.approx(share, abs=0.06)
 
@@ -42,7 +47,7 @@ def test_decode_budget_runs_with_the_ceiling(small_dataset, tmp_path):
     assert on["loader_stats"]["frames_decoded"] > 0 and on["config"]["loader_options"]["decode_budget"] == "4M"
     for result in (off, on):
         check_ceiling(result, 1)
-    assert "% of random-decode ceiling" in done.stdout and "% of sequential-decode ceiling" in done.stdout
+    assert "% of max decode rate, random frames" in done.stdout and "frames in order" in done.stdout
 
 
 @pytest.mark.slow
@@ -95,3 +100,19 @@ def test_ranks_ceilings_merge_into_the_run_line():
     assert ceiling_shares(220.0, merged) == {"decoded_frames_pct_of_random_ceiling": 50.0,
                                              "decoded_frames_pct_of_sequential_ceiling": 19.0}
     assert ceiling_shares(220.0, None) == {}
+    ranks[1]["random_spread_pct"], ranks[0]["random_spread_pct"] = 4.0, 9.5
+    assert merge_ceilings(ranks)["random_spread_pct"] == 9.5 and "sequential_spread_pct" not in merge_ceilings(ranks)
+
+
+def test_a_share_above_100_percent_says_the_limit_measured_low_unless_decoding_in_order():
+    ceiling = {"random_frames_per_s": 400.0, "sequential_frames_per_s": 1000.0, "random_spread_pct": 45.0,
+               "sequential_spread_pct": 3.0}
+    shares = ceiling_shares(600.0, ceiling)
+    assert shares["decoded_frames_pct_of_random_ceiling"] == 150.0 and shares["decode_ceiling_exceeded"] == ["random"]
+    assert "faster than the random ceiling" in shares["decode_ceiling_warning"]
+    assert "random trials spread 45.0%" in shares["decode_ceiling_warning"]
+    assert set(ceiling_shares(600.0, ceiling, in_order=True)) == {"decoded_frames_pct_of_random_ceiling",
+                                                                  "decoded_frames_pct_of_sequential_ceiling"}
+    both = ceiling_shares(1200.0, ceiling, in_order=True)
+    assert both["decode_ceiling_exceeded"] == ["sequential"] and "sequential trials spread 3.0%" in both[
+        "decode_ceiling_warning"]
