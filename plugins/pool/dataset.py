@@ -215,6 +215,24 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self._warn_uneven(world, plan.episodes, plan.counts)
         return self._stream(world, epoch, plan, skip, time.perf_counter() - t0)
 
+    # ----------------------------------------------------------------------------------------- ServesConsumers
+    def _flat_plan(self, epoch: int, num_consumers: int, segments) -> SegmentPlan:
+        """The plan of a flat world (`dl.contracts.loader.ServesConsumers`): every consumer a rank of its own."""
+        position = ResumePosition(epoch, 0, 1, tuple(segments)) if segments else None
+        return self.segment_plan(World(0, num_consumers), epoch, position)
+
+    def consumer_counts(self, epoch: int, num_consumers: int, segments=()) -> list[int]:
+        """Samples each consumer of a flat world streams in `epoch` after `segments` (from the partition alone)."""
+        return list(self._flat_plan(epoch, num_consumers, segments).counts)
+
+    def consumer_stream(self, epoch: int, consumer: int, num_consumers: int, segments=(), skip: int = 0):
+        """One consumer's stream of `epoch`, as a rank of its own in any process, its first `skip` samples
+        fast-forwarded in the pool's order (no reads, no decode)."""
+        t0 = time.perf_counter()
+        plan = self._flat_plan(epoch, num_consumers, segments)
+        skip = min(skip, plan.counts[consumer])
+        return self._stream(World(consumer, num_consumers), epoch, plan, skip, time.perf_counter() - t0)
+
     def _stream(self, world: World, epoch: int, plan: SegmentPlan, skip: int, replay_s: float):
         pool = plan.pool(world.consumer, self.lengths, self.order, self.config.seed, epoch)
         count = plan.counts[world.consumer]
