@@ -59,7 +59,7 @@ def small_dataset(dataset_factory):
 def mixture_roots(dataset_factory, tmp_path_factory):
     """Generated datasets that differ as a mixture's members do (mixture_helpers.A, B, C, TABULAR, TABULAR_SMALL):
     `{"a", "b", "c", "tabular", "tabular_small"}` -> root; b's keys are renamed (mixture_helpers.B_NAMES)."""
-    from mixture_helpers import A, B, B_NAMES, C, TABULAR, TABULAR_SMALL, renamed_dataset
+    from mixture_helpers import B_NAMES, TABULAR, TABULAR_SMALL, A, B, C, renamed_dataset
 
     b = renamed_dataset(dataset_factory(**B), tmp_path_factory.mktemp("mixture") / "b", B_NAMES)
     return {"a": dataset_factory(**A), "b": b, "c": dataset_factory(**C), "tabular": dataset_factory(**TABULAR),
