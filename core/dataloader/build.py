@@ -72,6 +72,11 @@ def loader_needs(loader: Loader) -> DataLoaderNeeds:
                         f"source {loader.meta.source.name}": loader.meta.source.dataloader_needs()})
 
 
+def camera_keys(loader: Loader) -> list[str]:
+    """The camera keys of a loader's samples: its dataset's `meta.video_keys`, or a `Composite`'s `video_keys`."""
+    return list(loader.video_keys if isinstance(loader, Composite) else loader.meta.video_keys)
+
+
 def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int = 0, seed: int = 0,
                      prefetch_factor: int | None = None, persistent_workers: bool = False,
                      reuse_frame_buffers: bool = True, **overrides) -> DlDataLoader:
@@ -126,7 +131,7 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
     for name in ("pin_memory", "collate_fn", "sampler"):
         if getattr(needs, name) is not None:
             kwargs[name] = getattr(needs, name)
-    cameras = list(loader.video_keys if isinstance(loader, Composite) else loader.meta.video_keys)
+    cameras = camera_keys(loader)
     facts = needs.recorded()
     ours = needs.collate_fn is None and batch_size is not None
     reuse = reuse_frame_buffers and ours and bool(cameras) and num_workers > 0 and not kwargs.get("pin_memory")

@@ -72,15 +72,18 @@ def _names(members, specs, given) -> list[str]:
         if len(names) != len(members) or len(set(names)) != len(names):
             raise DlError(f"mixture names {names}: give one distinct name per member ({len(members)}).")
         return names
-    names = [str(spec["name"]) if spec is not None and spec.get("name") else _root_name(member, spec)
+    roots = [str(spec["root"]) if spec is not None and "root" in spec else member.meta.source.url
              for member, spec in zip(members, specs, strict=True)]
+    names = default_names(roots)
+    return [str(spec["name"]) if spec is not None and spec.get("name") else name for spec, name in zip(specs, names,
+                                                                                                      strict=True)]
+
+
+def default_names(roots: Sequence[str]) -> list[str]:
+    """Members' names from their roots: the last part (`/data/open50` -> `open50`, `hf://datasets/lerobot/pusht@abc`
+    -> `pusht`), `name[i]` where several share one."""
+    names = [posixpath.basename(str(r).split("://")[-1].split("@")[0].rstrip("/")) or "member" for r in roots]
     return [f"{name}[{i}]" if names.count(name) > 1 else name for i, name in enumerate(names)]
-
-
-def _root_name(member, spec) -> str:
-    """The last part of a dataset's root: `/data/open50` -> `open50`, `hf://datasets/lerobot/pusht@abc` -> `pusht`."""
-    root = str(spec["root"]) if spec is not None and "root" in spec else member.meta.source.url
-    return posixpath.basename(root.split("://")[-1].split("@")[0].rstrip("/")) or "member"
 
 
 def _renames(rename, specs, count: int) -> tuple[list[dict[str, str]], list[bool]]:

@@ -81,7 +81,8 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.quotas = epoch_quotas(self.weights, self.samples_per_epoch, self.frames, weights == "frames")
         self._plan_members = [Member(n, m, f, q) for n, m, f, q in zip(names, members, self.frames, self.quotas,
                                                                         strict=True)]
-        per_member = [member_features(m, r) for m, r in zip(members, renames, strict=True)]
+        per_member = [member_features(m.meta, m.config.delta_timestamps, getattr(m.decoder, "resize", None), r)
+                      for m, r in zip(members, renames, strict=True)]
         self.schema = SampleSchema(per_member, served_features(per_member, self.names, features))
         self.video_keys = self.schema.cameras
         self.episodes = [ep for m in members for ep in m.episodes]

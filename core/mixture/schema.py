@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..contracts.errors import DlError
-from ..format.metadata import DEFAULT_KEYS
+from ..format.metadata import DEFAULT_KEYS, DatasetMeta
 from ..format.tabular import tabular_keys
 
 BOOKKEEPING = (*DEFAULT_KEYS, "task")
@@ -39,22 +39,22 @@ class Feature:
     shape: tuple
 
 
-def member_features(loader, rename: dict[str, str]) -> dict[str, Feature]:
-    """The keys of a member's samples by their names in the mixture, read from its metadata and configuration
-    (`loader.meta`, `loader.config.delta_timestamps`, `loader.decoder.resize`), in sample order.
+def member_features(meta: DatasetMeta, delta_timestamps: dict | None, resize: tuple[int, int] | None,
+                    rename: dict[str, str]) -> dict[str, Feature]:
+    """The keys of a member's samples by their names in the mixture, in sample order, from its metadata, its windows
+    (`delta_timestamps`, in its own key names) and its decoder's `resize` (`dl.contracts.decoder.Decoder.resize`).
 
     Raises:
         DlError: `rename` names a key the member does not have, a bookkeeping key, or two keys onto one name.
     """
-    meta, name_of = loader.meta, dict(rename)
-    windows = {k: len(v) for k, v in (loader.config.delta_timestamps or {}).items()}
+    name_of = dict(rename)
+    windows = {k: len(v) for k, v in (delta_timestamps or {}).items()}
     own: dict[str, Feature] = {}
     for key in tabular_keys(meta):
         feature = meta.features.get(key, {})
         shape = _windowed(tuple(feature.get("shape", [1])), key, windows)
         own[key] = Feature(key, feature.get("dtype", "int64"), shape)
     own["task"] = Feature("task", "string", ())
-    resize = getattr(loader.decoder, "resize", None)
     for key in meta.video_keys:
         height, width, channels = meta.features[key]["shape"]
         size = tuple(resize) if resize else (height, width)
