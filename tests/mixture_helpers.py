@@ -1,14 +1,10 @@
 """Shared helpers of the mixture tests (test_mixture*.py): generated datasets whose keys are named as other robots
 name them, and readers of a mixture's batches."""
 
-import json
-import shutil
 from collections import Counter
-from pathlib import Path
-
-import pyarrow.parquet as pq
 
 import dl
+from dl.testing.renamed import renamed_dataset  # noqa: F401 (the helpers' users take it from here)
 
 A = dict(episodes=5, frames_per_episode=(10, 20), cameras=1, codec="h264", gop=4, episodes_per_file=2)
 """Member a: 5 episodes at 30 fps, one 128x96 camera `observation.images.cam0`."""
@@ -25,33 +21,6 @@ TABULAR_SMALL = dict(episodes=3, frames_per_episode=(4, 9), cameras=0, episodes_
 """No video: 3 short episodes (a member that is oversampled)."""
 TO_A = {value: key for key, value in B_NAMES.items() if key != "observation.images.cam1"}
 """b's keys renamed back to a's names (its wrist camera has no counterpart in a)."""
-
-
-def renamed_dataset(src: Path, dst: Path, names: dict[str, str]) -> Path:
-    """A copy of the dataset at `src` whose features are renamed (`{old: new}`) everywhere the format names them:
-    info.json, stats.json, the data parquet columns, the camera folders and meta/episodes' video columns."""
-    shutil.copytree(src, dst)
-    info = json.loads((dst / "meta/info.json").read_text())
-    info["features"] = {names.get(k, k): v for k, v in info["features"].items()}
-    (dst / "meta/info.json").write_text(json.dumps(info, indent=4))
-    stats = json.loads((dst / "meta/stats.json").read_text())
-    (dst / "meta/stats.json").write_text(json.dumps({names.get(k, k): v for k, v in stats.items()}))
-    for path in (dst / "data").rglob("*.parquet"):
-        table = pq.read_table(path)
-        pq.write_table(table.rename_columns([names.get(c, c) for c in table.column_names]).replace_schema_metadata(),
-                       path)
-    for old, new in names.items():
-        if (dst / "videos" / old).is_dir():
-            (dst / "videos" / old).rename(dst / "videos" / new)
-    for path in (dst / "meta/episodes").rglob("*.parquet"):
-        table = pq.read_table(path)
-        columns = []
-        for column in table.column_names:
-            for old, new in names.items():
-                column = column.replace(f"videos/{old}/", f"videos/{new}/")
-            columns.append(column)
-        pq.write_table(table.rename_columns(columns).replace_schema_metadata(), path)
-    return dst
 
 
 def members_of(batches) -> list[tuple[int, int]]:
