@@ -105,8 +105,8 @@ _DEFAULTS = RunSpec()
               "member that has OLD, e.g. observation.images.top=observation.images.cam0 (repeatable).")
 @click.option("--mix-feature", "mix_features", multiple=True, metavar="KEY", help="A key the mixture serves "
               "(comma-separate or repeat) [every key all members have, after --mix-rename].")
-@click.option("--mix-samples-per-epoch", type=click.IntRange(1), help="Samples of a mixture epoch [the members' "
-              "frames together].")
+@click.option("--mix-samples-per-epoch", type=click.IntRange(1), help="Samples of a mixture epoch [enough to read "
+              "every member whole at least once].")
 @click.option("--out-dir", help=f"Folder for the results: one JSON per run and results.csv, which covers every "
               f"result in the folder [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, budgets, episodes, source_option, loader_option, decoder_option,

@@ -37,6 +37,10 @@ def test_quotas_and_passes():
     assert epoch_quotas(member_weights("frames", [76, 48], [5, 3], ["a", "b"]), 124, [76, 48], True) == [76, 48]
     assert epoch_quotas(member_weights([0.3, 0.7], [76, 48], [5, 3], ["a", "b"]), 200, [76, 48], False) == [60, 140]
     assert member_weights("episodes", [76, 48], [5, 3], ["a", "b"]) == [5 / 8, 3 / 8]
+    # the default epoch reads every member whole at least once: the one with the most frames per weight exactly once
+    assert epoch_quotas(member_weights([0.3, 0.7], [76, 48], [5, 3], ["a", "b"]), None, [76, 48], False) == [76, 177]
+    assert epoch_quotas(member_weights([0.7, 0.3], [76, 48], [5, 3], ["a", "b"]), None, [76, 48], False) == [112, 48]
+    assert epoch_quotas(member_weights("frames", [76, 48], [5, 3], ["a", "b"]), None, [76, 48], True) == [76, 48]
     assert pass_quotas(140, 48) == [48, 48, 44] and pass_quotas(60, 76) == [60] and pass_quotas(96, 48) == [48, 48]
 
 

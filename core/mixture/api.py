@@ -36,7 +36,8 @@ def make_mixture(members: Sequence, weights: str | Sequence[float] = "frames", *
             spec's `rename` is its own. A key's `{key}_is_pad` follows it.
         features: the keys to serve (after renaming; each must be in every member), default: those every member has.
             The LeRobot bookkeeping keys and `dataset_index` always come along.
-        samples_per_epoch: samples of a mixture epoch (default: the members' frames together).
+        samples_per_epoch: samples of a mixture epoch (default: enough to read every member whole at least once; with
+            weights by frames, the members' frames together).
         seed: seeds which member each sample comes from (each member keeps its own seed for its own order).
         rank, world_size: this process's place (default: `dl.resolve_ranks`); members' own are not used.
         resize: (height, width) every spec member's decoder scales camera frames to (decoder option `resize`),

@@ -38,10 +38,11 @@ class MixtureDataset(torch.utils.data.IterableDataset):
     (`dl.mixture.plan`). Which member each upcoming sample comes from is a pure function of (seed, epoch, counters),
     so a run resumes exactly, and elastically in another shape (`dl.dataloader.elastic`), like the `pool` loader.
 
-    The epoch: `samples_per_epoch` samples (default: the members' frames together), member `m` giving
-    `weight_m x samples_per_epoch` of them. With weights by frames (the default) and the default epoch, every frame
-    of every member comes exactly once per epoch, in a random interleave. Otherwise a member is read whole as often
-    as its quota holds its epoch (each of its epochs exactly once) and the rest from one more of its epochs, which
+    The epoch: by default, every member read whole at least once: the member with the most frames per unit of weight
+    exactly once, the others in proportion to their weights (with weights by frames, the default, every frame of
+    every member exactly once, in a random interleave); or `samples_per_epoch` samples, member `m` giving
+    `weight_m x samples_per_epoch` of them (`dl.mixture.quotas.epoch_quotas`). A member is read whole as often as
+    its quota holds its epoch (each of its epochs exactly once) and the rest from one more of its epochs, which
     that mixture epoch reads in part (no frame twice); the next mixture epoch starts the member's next epoch.
 
     Attributes:
@@ -75,10 +76,11 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.members, self.names = list(members), list(names)
         self.frames = [sum(ep.length for ep in m.episodes) for m in members]
         self.weights = member_weights(weights, self.frames, [len(m.episodes) for m in members], names)
-        self.samples_per_epoch = sum(self.frames) if samples_per_epoch is None else int(samples_per_epoch)
-        if self.samples_per_epoch < 1:
+        if samples_per_epoch is not None and int(samples_per_epoch) < 1:
             raise DlError(f"mixture samples_per_epoch must be >= 1, got {samples_per_epoch}.")
-        self.quotas = epoch_quotas(self.weights, self.samples_per_epoch, self.frames, weights == "frames")
+        self.quotas = epoch_quotas(self.weights, None if samples_per_epoch is None else int(samples_per_epoch),
+                                   self.frames, weights == "frames")
+        self.samples_per_epoch = sum(self.quotas)
         self._plan_members = [Member(n, m, f, q) for n, m, f, q in zip(names, members, self.frames, self.quotas,
                                                                         strict=True)]
         per_member = [member_features(m.meta, m.config.delta_timestamps, getattr(m.decoder, "resize", None), r)

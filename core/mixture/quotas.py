@@ -1,9 +1,10 @@
 """How much of each member a mixture epoch reads: the members' weights (by frames, by episodes, or as given), the
 samples each member gives one mixture epoch (its quota), and the member's own epochs those samples come from.
 
-A member whose quota exceeds its frames is read more than once per mixture epoch (oversampled): its own epoch
-restarts, reshuffled, as often as the quota needs, and the last one may be read only in part; a member whose quota
-is below its frames is read in part (undersampled). The member's epochs are numbered on across mixture epochs:
+By default an epoch reads every member whole at least once (`epoch_quotas`). A member whose quota exceeds its frames
+is read more than once per mixture epoch (oversampled): its own epoch restarts, reshuffled, as often as the quota
+needs, and the last one may be read only in part; a member whose quota is below its frames (a `samples_per_epoch`
+shorter than that) is read in part (undersampled). The member's epochs are numbered on across mixture epochs:
 mixture epoch `e` reads member epochs `e * k .. e * k + k - 1`, where `k` is how many it starts per mixture epoch, so
 each of its epochs is read by one mixture epoch only and shuffled anew.
 """
@@ -71,11 +72,22 @@ def member_weights(weights: str | Sequence[float], frames: Sequence[int], episod
     return (base / base.sum()).tolist()
 
 
-def epoch_quotas(weights: Sequence[float], samples_per_epoch: int, frames: Sequence[int],
+def epoch_quotas(weights: Sequence[float], samples_per_epoch: int | None, frames: Sequence[int],
                  exact_frames: bool) -> list[int]:
-    """The samples each member gives one mixture epoch: `samples_per_epoch` apportioned by `weights`, or, with
-    `exact_frames` (weights by frames), by the frames themselves, so an epoch of as many samples as the members
-    hold reads every frame exactly once."""
+    """The samples each member gives one mixture epoch.
+
+    With `samples_per_epoch` None, every member is read whole at least once (HF datasets' `interleave_datasets`
+    stopping strategy "all_exhausted"): the member with the most frames per unit of weight exactly once, each other
+    member `weight_m / weight_that x its frames` times its own frames' worth, rounded (never below its frames); with
+    weights by frames (`exact_frames`), every member exactly once. Otherwise `samples_per_epoch` apportioned by the
+    weights (exactly by the frames with `exact_frames`), so a member whose quota is below its frames is read in part.
+    """
+    if samples_per_epoch is None:
+        if exact_frames:
+            return list(frames)
+        limit = max(range(len(frames)), key=lambda m: (frames[m] / weights[m], -m))
+        return [frames[m] if m == limit else round(frames[limit] * weights[m] / weights[limit])
+                for m in range(len(frames))]
     shares = frames if exact_frames else [round(w * WEIGHT_SCALE) for w in weights]
     return apportion(samples_per_epoch, shares)
 
