@@ -4,7 +4,6 @@ weight, each member read in its own order, exactly once per member epoch, with e
 import dataclasses
 import time
 import warnings
-from dataclasses import replace
 
 import torch.utils.data
 
@@ -14,7 +13,7 @@ from ..contracts.loader import DefersFloat, Loader, Resumable, ServesConsumers
 from ..contracts.needs import DataLoaderNeeds, merge_needs
 from ..contracts.resume import ResumePosition
 from ..dataloader.build import loader_needs
-from ..dataloader.resume import config_hash, resume_point
+from ..dataloader.resume import config_hash, resumed_worker
 from ..dataloader.shared_counters import SharedCounters
 from ..dataloader.world import World, current_world, resolve_ranks
 from .plan import Member, MemberPass, SegmentPlan, current_plan
@@ -152,15 +151,8 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         t0 = time.perf_counter()
         plan = current_plan(self._plan_members, position.segments if position else (), world.world_size,
                             world.num_workers, self.seed, epoch)
-        counts, skip = plan.counts(), 0
-        if position is not None:
-            mine = counts[world.rank * world.num_workers:(world.rank + 1) * world.num_workers]
-            batches = position.batches
-            if batches is None:  # this rank had finished its share
-                batches = sum(-(-n // position.batch_size) for n in mine)
-            produced, next_worker = resume_point(batches, position.batch_size, mine)
-            world = replace(world, worker=(world.worker + next_worker) % world.num_workers)
-            skip = produced[world.worker]
+        counts = plan.counts()
+        world, skip = resumed_worker(world, position, counts)
         self._warn_uneven(world, counts)
         return self._stream(plan, world.consumer, epoch, skip, time.perf_counter() - t0)
 
