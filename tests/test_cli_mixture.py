@@ -3,21 +3,22 @@ each member's share of samples next to its weight."""
 
 import json
 import math
+import os
 import subprocess
 import sys
 
 import pytest
 from cli_helpers import invoke
 from mixture_helpers import TO_A
-from remote_helpers import s3, upload  # noqa: F401 (fixtures)
+from remote_helpers import hub, publish, s3, upload  # noqa: F401 (fixtures)
 
 QUICK = ["--duration", "1.5", "--warmup-batches", "1", "--single-proc-samples", "4", "--batch-size", "4"]
 RENAME = [f"--mix-rename={old}={new}" for old, new in TO_A.items()]
 
 
-def dl(*args, cwd):
+def dl(*args, cwd, env=None):
     cmd = [sys.executable, "-c", "from dl.cli.main import main; main()", *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.mark.slow
@@ -48,6 +49,22 @@ def test_mixture_run_with_a_bucket_member_and_its_report(s3, mixture_roots, tmp_
     assert "share of samples against weight" in report.output
     line = next(row for row in report.output.splitlines() if f"│ {stats['members'][1]} " in row)
     assert "0.3" in line and str(stats["member1_samples"]) in line
+
+
+@pytest.mark.slow
+def test_a_hub_member_is_read_through_the_hub_source_pinned_once(hub, mixture_roots, tmp_path):  # noqa: F811
+    repo = publish(hub, mixture_roots["tabular"])
+    sha = hub.repos[repo]["main"]
+    out = tmp_path / "out"
+    done = dl("run", "--mix", mixture_roots["tabular_small"], "--mix", f"hf://datasets/{repo}", "--mix-weights",
+              "episodes", "--num-workers", "1", "--out-dir", out, *QUICK, cwd=tmp_path,
+              env={**os.environ, "HF_ENDPOINT": hub.endpoint})
+    assert done.returncode == 0, done.stderr
+    result = json.loads((out / "mix2-map-cpu-single-w1.json").read_text())
+    assert result["status"] == "ok" and result["loader_stats"]["weights"] == [0.3, 0.7]  # 3 and 7 episodes
+    member = result["config"]["mix"][1]
+    assert member["source"] == "hub" and member["source_options"]["revision"] == sha
+    assert result["dataset"]["members"][1]["root"] == f"hf://datasets/{repo}@{sha}"
 
 
 def test_members_that_cannot_be_mixed_are_refused_before_any_run(mixture_roots, tmp_path):
