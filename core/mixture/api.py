@@ -38,7 +38,8 @@ def make_mixture(members: Sequence, weights: str | Sequence[float] = "frames", *
             The LeRobot bookkeeping keys and `dataset_index` always come along.
         samples_per_epoch: samples of a mixture epoch (default: enough to read every member whole at least once; with
             weights by frames, the members' frames together).
-        seed: seeds which member each sample comes from (each member keeps its own seed for its own order).
+        seed: seeds which member each sample comes from, and the order of every spec member (a loader you built
+            keeps the seed you gave it).
         rank, world_size: this process's place (default: `dl.resolve_ranks`); members' own are not used.
         resize: (height, width) every spec member's decoder scales camera frames to (decoder option `resize`),
             for members whose cameras differ in size.
@@ -59,7 +60,7 @@ def make_mixture(members: Sequence, weights: str | Sequence[float] = "frames", *
     names = _names(members, specs, names)
     renames, shared = _renames(rename, specs, len(members))
     weights = _weights(weights, specs)
-    loaders = [m if spec is None else _build(spec, name, own, resize, config)
+    loaders = [m if spec is None else _build(spec, name, own, resize, {**config, "seed": seed})
                for m, spec, name, own in zip(members, specs, names, renames, strict=True)]
     renames = [_present(own, loader) if common else own
                for own, common, loader in zip(renames, shared, loaders, strict=True)]

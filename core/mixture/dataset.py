@@ -164,7 +164,7 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         if skip or plan.index:
             self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0 + replay_s) * 1e6))
         try:
-            for m in order[skip:].tolist():
+            for m in _blocks(order, skip):
                 cursor, member = cursors[m], self._plan_members[m]
                 if cursor.stream is None:
                     p = cursor.current
@@ -213,6 +213,13 @@ class MixtureDataset(torch.utils.data.IterableDataset):
                             f"member{m}_passes_per_epoch": round(member.quota / member.frames, 4)})
         replay_us = int(values[:, self.counters.names.index("fast_forward_us")].max())
         return {**figures, "resume_fast_forward_s": replay_us / 1e6} if replay_us else figures
+
+
+def _blocks(order, start: int, size: int = 4096):
+    """The entries of `order` from `start` on, as Python ints, converted a block at a time (an epoch's order may hold
+    millions)."""
+    for begin in range(start, len(order), size):
+        yield from order[begin:begin + size].tolist()
 
 
 class _Cursor:
