@@ -16,6 +16,7 @@ holds them to it):
 - `dl.kits`: what plugins build on (`remote`: retries, the prefetch cache; `video`: torchcodec, the decoder
   cache).
 - `dl.host`: the plugin host (loading, registry, options, assembly) and the library entry points.
+- `dl.mixture`: several datasets as one weighted training stream (`dl.make_mixture`).
 - `dl.bench`: the benchmark behind `dl run`, with the scheduler runner; `dl.testing`: synthetic datasets,
   conformance suites, loopback servers; `dl.plugins`: the built-in plugins; `dl.cli`: the command line.
 
@@ -27,6 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 _EXPORTS = {
     "make_dataset": "host.api", "make_dataloader": "host.api", "assemble": "host.assembly",
+    "make_mixture": "mixture.api", "MixtureDataset": "mixture.dataset",
     "build_dataloader": "dataloader.build", "ResumableDataLoader": "dataloader.dataloaders",
     "merge_states": "dataloader.elastic", "resolve_ranks": "dataloader.world", "World": "dataloader.world",
     "images_to_float": "dataloader.frames",

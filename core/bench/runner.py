@@ -25,13 +25,14 @@ import torch.utils.data
 from ..contracts.config import LoaderConfig
 from ..contracts.errors import DlError, describe
 from ..contracts.loader import ReportsStats, Resumable
-from ..dataloader.build import build_dataloader, quiet_fd_sharing
+from ..dataloader.build import build_dataloader, camera_keys, quiet_fd_sharing
 from ..dataloader.shuffle import distinct_episode_fraction, ideal_distinct_fraction
 from ..dataloader.world import resolve_ranks
 from ..host.assembly import Assembly, build_loader, open_dataset
 from .ceiling import ceiling_shares, decode_ceiling
 from .memory import PeakRssMonitor, tree_pss_bytes
 from .metrics import sample_latency_ms
+from .mixture_run import MixtureAssembly, build_mixture
 from .modes import mode_delta_timestamps
 from .signals import Terminated, stop_once_on_signals
 from .spec import RunSpec
@@ -84,7 +85,6 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     loader_stats = _loader_stats(dataset, spec)
     source_stats = _source_stats(built.source, spec)
     resume = _resume_probe(dataset, loader, spec) if isinstance(dataset, Resumable) else {}
-    episodes = dataset.episodes
     cache = decoder.cache.stats()
     looked_up = cache["hits"] + cache["misses"]
     result = {
@@ -97,8 +97,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         "video_decoder_cache": {**cache, "hit_rate": round(cache["hits"] / looked_up, 4) if looked_up else None,
                                 **({"capacity_from": built.decoder_cache["capacity_from"]} if built.decoder_cache
                                    else {})},
-        "shuffle_randomness_ideal": round(ideal_distinct_fraction([e.length for e in episodes], spec.batch_size),
-                                          4),
+        "shuffle_randomness_ideal": round(ideal_distinct_fraction(_episode_weights(built), spec.batch_size), 4),
         "decode_ceiling": ceiling,
         **({"decoder_calibration": spec.decoder_calibration} if spec.decoder_calibration else {}),
         "init_s": round(init_s, 3),
@@ -117,6 +116,8 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
 def _build(spec: RunSpec) -> tuple[Assembly, dict]:
     """The plugins a spec names, through the one assembly path (metadata from the host's snapshot when it
     wrote one, so this run lists and reads no metadata), the decoder wrapped in the decode timer."""
+    if spec.mix:
+        return build_mixture(spec)
     if spec.root is None:
         raise DlError("the run spec has no root; `dl run` resolves the default dataset before it submits runs.")
     snapshot = None
@@ -189,7 +190,7 @@ def _resume_probe(dataset, loader, spec: RunSpec) -> dict:
 
 
 def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
-    video_keys = dataset.meta.video_keys
+    video_keys = camera_keys(dataset)
     loader = _dataloader(dataset, spec)
     arrivals, fractions = [], []
     samples = frames = batches = epochs = 0
@@ -219,7 +220,7 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
         now = time.perf_counter()
         batches += 1
         timeline.add(now, len(batch["index"]))
-        seen.add(epochs, batch["episode_index"])
+        seen.add(epochs, _episode_ids(batch))
         if first_batch_s is None:
             first_batch_s = now - t_iter
         if window_start is None:
@@ -233,7 +234,7 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
         samples += size
         frames += sum(_frames_in(batch[k]) for k in video_keys if k in batch)
         if size == spec.batch_size:
-            fractions.append(distinct_episode_fraction(batch["episode_index"].numpy()))
+            fractions.append(distinct_episode_fraction(_episode_ids(batch).numpy()))
         elapsed = now - window_start
         progress("steady window", min(elapsed, spec.duration), spec.duration)
         if elapsed >= spec.duration:
@@ -257,6 +258,21 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
         "loader": loader,
         "iterator": iterator,  # kept alive until memory is measured
     }
+
+
+def _episode_ids(batch: dict) -> torch.Tensor:
+    """The episode of each sample; in a mixture's batch (`dataset_index`), member x 2**32 + episode_index."""
+    if "dataset_index" in batch:
+        return batch["dataset_index"] * 2**32 + batch["episode_index"]
+    return batch["episode_index"]
+
+
+def _episode_weights(built) -> list[float]:
+    """Each episode's chance of a sample: its frames, or in a mixture its share of its member's frames x the member's
+    weight."""
+    if isinstance(built, MixtureAssembly):
+        return built.episode_weights()
+    return [e.length for e in built.loader.episodes]
 
 
 def _frames_in(batch_tensor: torch.Tensor) -> int:
@@ -306,6 +322,8 @@ def _network_progress(source, progress: Progress, every_s: float = 0.5):
 
 
 def _dataset_summary(built: Assembly, delta: dict) -> dict:
+    if isinstance(built, MixtureAssembly):
+        return built.summary(delta)
     episodes = built.loader.episodes
     return {
         "root": built.source.url,

@@ -28,6 +28,9 @@ class RunSpec:
     at most half the window; 0 skips it: `dl.bench.ceiling`), `out_dir`, `name`.
     `decoder_calibration`: how the host picked the decoder when asked for `--decoder auto`
     (`dl.bench.calibrate`), None otherwise.
+    A mixture (`dl run --mix`, `dl.bench.mixture_run`) leaves `root` None and lists its members in `mix`
+    (`{"root", "source", "weight", "source_options", "metadata_snapshot"}` each), with `mix_options` (`weights`:
+    "frames" or "episodes" when members give no weight, `rename`, `features`, `samples_per_epoch`).
     """
 
     source: str = "local"
@@ -56,6 +59,8 @@ class RunSpec:
     decoder_options: dict = field(default_factory=dict)
     resources: dict = field(default_factory=dict)
     decoder_calibration: dict | None = None
+    mix: list[dict] = field(default_factory=list)
+    mix_options: dict = field(default_factory=dict)
     out_dir: str = "dl-results"
     name: str = ""
 
@@ -64,7 +69,8 @@ class RunSpec:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if not self.name:
             ranks = f"-r{self.world_size}" if self.world_size > 1 else ""
-            self.name = f"{self.scenario or self.loader}-{self.decoder}-{self.mode}-w{self.num_workers}{ranks}"
+            mixed = f"mix{len(self.mix)}-" if self.mix else ""
+            self.name = f"{mixed}{self.scenario or self.loader}-{self.decoder}-{self.mode}-w{self.num_workers}{ranks}"
 
     def to_dict(self) -> dict:
         """Plain dict (JSON-ready)."""
@@ -76,7 +82,7 @@ class RunSpec:
         record, as they are shared and plotted. The spec files the scheduler ships keep the values (the run
         needs them); prefer credentials from the environment (AWS_*, HF_TOKEN), which dl writes nowhere."""
         data = self.to_dict()
-        for kind in ("source_options", "loader_options", "decoder_options"):
+        for kind in ("source_options", "loader_options", "decoder_options", "mix"):
             data[kind] = _redacted(data[kind])
         return data
 

@@ -77,11 +77,14 @@ class Decoder(ABC):
         cache_size_chosen: True when the user chose how many files `cache` keeps open; the host then never
             changes it (it warns when a loader reads more files in turn, `dl.host.reconcile`). False: the
             decoder's default, which the host raises to what the loader reads in turn.
+        resize: (height, width) in pixels every decoded frame is scaled to inside the decoder, or None: frames
+            keep the stream's size (a mixture of datasets whose cameras differ in size needs one, `dl.mixture`).
     """
 
     name: str
     cache: OpenDecoders
     cache_size_chosen: bool = False
+    resize: tuple[int, int] | None = None
 
     @abstractmethod
     def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:

@@ -57,6 +57,7 @@ class LoaderSuite:
             `{"episode_pool_size": st.integers(1, 4)}` (over `loader_options`).
         order_dataset: the dataset of the coverage, order and resume tests (default `TABULAR`: no video, fast);
             a loader whose order depends on its videos (the `pool` loader's decode chunks) gives `ORDER_VIDEO`.
+        extra_keys: keys the loader's samples hold beyond the `map` loader's (a mixture's `dataset_index`).
     """
 
     loader: str = ""
@@ -64,6 +65,7 @@ class LoaderSuite:
     batch_size: int = 3
     elastic_options: dict = {}
     order_dataset: SyntheticConfig = TABULAR
+    extra_keys: frozenset = frozenset()
 
     # ------------------------------------------------------------------------------------ fixtures
     @pytest.fixture(scope="class")
@@ -217,7 +219,7 @@ class LoaderSuite:
         checked = 0
         for sample in dataset:
             expected = reference[reference.position_of(int(sample["index"]))]
-            assert set(sample) == set(expected), f"keys differ at index {int(sample['index'])}"
+            assert set(sample) - self.extra_keys == set(expected), f"keys differ at index {int(sample['index'])}"
             for key, value in expected.items():
                 if isinstance(value, torch.Tensor):
                     assert torch.equal(sample[key], value), f"{key} differs at index {int(sample['index'])}"

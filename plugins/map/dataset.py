@@ -125,6 +125,23 @@ class MapDataset(torch.utils.data.Dataset):
         """World size and batch size (the ranks' shares depend on them; DataLoader workers do not)."""
         return {"world_size": self.world_size, "batch_size": batch_size}
 
+    # ---------------------------------------------------------------------------- ServesConsumers
+    def _consumer_sampler(self, epoch: int, consumer: int, num_consumers: int, segments, skip: int) -> EpochSampler:
+        """The sampler of one consumer of a flat world (`dl.contracts.loader.ServesConsumers`): a rank of its own."""
+        sampler = EpochSampler(len(self), consumer, num_consumers, self.config.seed)
+        sampler.epoch, sampler.position = epoch, ResumePosition(epoch, skip, 1, tuple(segments))
+        return sampler
+
+    def consumer_counts(self, epoch: int, num_consumers: int, segments=()) -> list[int]:
+        """Positions each consumer of a flat world reads of `epoch` after `segments` (its share of the epoch's
+        permutation, less what those segments consumed)."""
+        return [len(self._consumer_sampler(epoch, c, num_consumers, segments, 0)) for c in range(num_consumers)]
+
+    def consumer_stream(self, epoch: int, consumer: int, num_consumers: int, segments=(), skip: int = 0):
+        """The samples of one consumer's share of `epoch`, in the sampler's order, its first `skip` left out."""
+        for i in self._consumer_sampler(epoch, consumer, num_consumers, segments, skip):
+            yield self[i]
+
 
 def announce_download(meta: DatasetMeta, episodes) -> None:
     """Say (logger `dl.plugins.map`, INFO) how many bytes the selection needs before a remote source

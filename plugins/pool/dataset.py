@@ -3,7 +3,6 @@ decode of open chunks under a byte budget, exact and elastic resume and rank/wor
 
 import time
 import warnings
-from dataclasses import replace
 
 import numpy as np
 import torch.utils.data
@@ -14,7 +13,7 @@ from dl.contracts.errors import DlError
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.resume import ResumePosition
 from dl.contracts.units import format_bytes, parse_bytes
-from dl.dataloader.resume import config_hash, resume_point
+from dl.dataloader.resume import config_hash, resumed_worker
 from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
@@ -203,17 +202,27 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.epoch, self._resume = epoch + 1, None  # iter() advances the epoch in the iterating process
         t0 = time.perf_counter()
         plan = self.segment_plan(world, epoch, position)
-        skip = 0
-        if position is not None:
-            mine = plan.counts[world.rank * world.num_workers:(world.rank + 1) * world.num_workers]
-            batches = position.batches
-            if batches is None:  # this rank had finished its share
-                batches = sum(-(-n // position.batch_size) for n in mine)
-            produced, next_worker = resume_point(batches, position.batch_size, mine)
-            world = replace(world, worker=(world.worker + next_worker) % world.num_workers)
-            skip = produced[world.worker]
+        world, skip = resumed_worker(world, position, plan.counts)
         self._warn_uneven(world, plan.episodes, plan.counts)
         return self._stream(world, epoch, plan, skip, time.perf_counter() - t0)
+
+    # ----------------------------------------------------------------------------------------- ServesConsumers
+    def _flat_plan(self, epoch: int, num_consumers: int, segments) -> SegmentPlan:
+        """The plan of a flat world (`dl.contracts.loader.ServesConsumers`): every consumer a rank of its own."""
+        position = ResumePosition(epoch, 0, 1, tuple(segments)) if segments else None
+        return self.segment_plan(World(0, num_consumers), epoch, position)
+
+    def consumer_counts(self, epoch: int, num_consumers: int, segments=()) -> list[int]:
+        """Samples each consumer of a flat world streams in `epoch` after `segments` (from the partition alone)."""
+        return list(self._flat_plan(epoch, num_consumers, segments).counts)
+
+    def consumer_stream(self, epoch: int, consumer: int, num_consumers: int, segments=(), skip: int = 0):
+        """One consumer's stream of `epoch`, as a rank of its own in any process, its first `skip` samples
+        fast-forwarded in the pool's order (no reads, no decode)."""
+        t0 = time.perf_counter()
+        plan = self._flat_plan(epoch, num_consumers, segments)
+        skip = min(skip, plan.counts[consumer])
+        return self._stream(World(consumer, num_consumers), epoch, plan, skip, time.perf_counter() - t0)
 
     def _stream(self, world: World, epoch: int, plan: SegmentPlan, skip: int, replay_s: float):
         pool = plan.pool(world.consumer, self.lengths, self.order, self.config.seed, epoch)
