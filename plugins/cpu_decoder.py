@@ -109,8 +109,10 @@ class CpuDecoder(TorchcodecDecoder):
         return self._cores[1]
 
     def probe(self, source: Source, path: str) -> dict:
-        """Stream facts, plus the `seek_mode` this decoder uses for the file ("approximate" or "exact")."""
-        return stream_facts(self._open(source, path))  # not cached: probes happen in the main process, once
+        """Stream facts, plus the `seek_mode` this decoder uses for the file ("approximate" or "exact"), from the
+        file's decoder in this process's cache (a loader probes a file the first time it decodes from it, so the
+        probe costs no second open)."""
+        return stream_facts(self._decoder(source, path))
 
 
 @hookimpl

@@ -124,7 +124,7 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
     for name in ("pin_memory", "collate_fn", "sampler"):
         if getattr(needs, name) is not None:
             kwargs[name] = getattr(needs, name)
-    cameras = list(loader.meta.video_keys)
+    cameras = list(loader.meta.camera_keys)
     facts = needs.recorded()
     ours = needs.collate_fn is None and batch_size is not None
     reuse = reuse_frame_buffers and ours and bool(cameras) and num_workers > 0 and not kwargs.get("pin_memory")

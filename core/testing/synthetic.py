@@ -4,29 +4,26 @@ The layout matches LeRobot 0.4.x: ``data/chunk-CCC/file-FFF.parquet``, one mp4 p
 ``videos/<key>/``, ``meta/episodes/chunk-000/file-000.parquet``, ``meta/tasks.parquet``, ``meta/info.json``
 and ``meta/stats.json``. Every value is a pure function of its global frame ``index`` so readers can be
 verified exactly: ``state_value``/``action_value`` give the vector columns and ``frame_code`` draws each
-video frame as a grid of black/white cells that ``read_frame_code`` decodes back to ``(index, camera)``.
+camera frame as a grid of black/white cells that ``read_frame_code`` decodes back to ``(index, camera)``.
+
+Options write what LeRobot's own tools write for real datasets (see ``SyntheticConfig``): cameras stored as PNG or
+JPEG images in the data parquet (``use_videos=False``), recorded wall-clock timestamps, the v2.1 -> v3.0
+converter's mislabelled data files, stale info.json totals (a partial upload), a LeRobot 0.6 depth camera and
+language columns, LeRobot 0.4 subtasks. The files themselves are written by ``dl.testing.synthetic_writer``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import os
 import pathlib
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-CHUNKS_SIZE = 1000
 CODECS = ("av1", "h264", "hevc", "mpeg4")
 _CODEC_ARGS = {
     "av1": ["-c:v", "libsvtav1", "-preset", "12", "-crf", "30"],
@@ -36,6 +33,8 @@ _CODEC_ARGS = {
              "-x265-params", "log-level=error:scenecut=0:open-gop=0"],
     "mpeg4": ["-c:v", "mpeg4", "-q:v", "2"],
 }
+"""FFmpeg encoder arguments per codec (the writer reads them from here)."""
+IMAGE_FORMATS = ("png", "jpeg")
 INDEX_BITS, CAMERA_BITS = 24, 3
 _ROWS, _COLS = 4, 8  # frame_code grid: cells of height/4 x width/8 pixels (24x16 at 128x96)
 _MARKERS = {0: True, _COLS - 1: False, (_ROWS - 1) * _COLS: False, _ROWS * _COLS - 1: True}  # corner cells
@@ -68,6 +67,25 @@ class SyntheticConfig:
       per data row group (``None``: one per file).
     - ``state_dim``/``action_dim`` 1-256; ``tasks`` >= 1 distinct tasks, episode ``e`` gets ``e % tasks``.
     - ``info_codec``: written as ``video.codec`` in info.json instead of the real codec, if given.
+
+    What LeRobot's tools write for real datasets:
+
+    - ``image_cameras``: camera numbers stored as images in the data parquet (dtype "image", the
+      ``datasets.Image`` struct ``{bytes, path}``, as ``LeRobotDataset.create(use_videos=False)`` and
+      LIBERO-style datasets store them) instead of video, in ``image_format`` ("png" or "jpeg", quality 95); the
+      other cameras stay video (a mixed dataset).
+    - ``recorded_timestamps``: ``(offset_s, drift, jitter_s)``: row ``k``'s timestamp is
+      ``offset_s + k * (1 + drift) / fps`` plus uniform noise in ``[-jitter_s, jitter_s]`` (``timestamps``), as a
+      recorder writing wall-clock times does, while the video stays at the nominal fps, one frame per row.
+    - ``converter_boundaries``: meta/episodes names the previous data file for the first episode of every data
+      file but the first, as LeRobot's v2.1 -> v3.0 converter (<= 0.4.x) writes it.
+    - ``info_total_episodes``: info.json counts this many episodes (and proportionally more frames) while
+      meta/episodes and the data hold ``episodes`` (a partial upload).
+    - ``depth_camera``: a camera ``observation.images.depth`` with ``video.is_depth_map``, 12-bit HEVC (gray12le)
+      as LeRobot 0.6 writes depth maps.
+    - ``language_columns``: LeRobot 0.6's ``language_persistent`` / ``language_events`` columns (dtype "language").
+    - ``subtasks``: > 0 writes LeRobot 0.4's ``subtask_index`` feature (``(frame_index // 10) % subtasks``) and
+      ``meta/subtasks.parquet``.
     """
 
     episodes: int = 24
@@ -85,10 +103,22 @@ class SyntheticConfig:
     tasks: int = 2
     seed: int = 0
     info_codec: str | None = None
+    image_cameras: tuple[int, ...] = ()
+    image_format: str = "png"
+    recorded_timestamps: tuple[float, float, float] | None = None
+    converter_boundaries: bool = False
+    info_total_episodes: int | None = None
+    depth_camera: bool = False
+    language_columns: bool = False
+    subtasks: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "frames_per_episode", tuple(self.frames_per_episode))  # lists stay hashable
+        object.__setattr__(self, "image_cameras", tuple(sorted(set(self.image_cameras))))
+        if self.recorded_timestamps is not None:
+            object.__setattr__(self, "recorded_timestamps", tuple(float(x) for x in self.recorded_timestamps))
         lo, hi = self.frames_per_episode
+        offset, drift, jitter = self.recorded_timestamps or (0.0, 0.0, 0.0)
         checks = [
             (self.codec in CODECS, f"codec must be one of {CODECS}, got {self.codec!r}"),
             (self.episodes >= 1, f"episodes must be >= 1, got {self.episodes}"),
@@ -106,20 +136,61 @@ class SyntheticConfig:
              f"state_dim and action_dim must be 1..256, got {self.state_dim}, {self.action_dim}"),
             (self.tasks >= 1, f"tasks must be >= 1, got {self.tasks}"),
             (self.info_codec is None or bool(self.info_codec), "info_codec must be None or a non-empty string"),
+            (all(0 <= c < self.cameras for c in self.image_cameras),
+             f"image_cameras must be camera numbers below cameras={self.cameras}, got {self.image_cameras}"),
+            (self.image_format in IMAGE_FORMATS, f"image_format must be one of {IMAGE_FORMATS}"),
+            (offset >= 0 and abs(drift) < 0.1 and 0 <= jitter < 0.25 / self.fps,
+             f"recorded_timestamps must be (offset >= 0, |drift| < 0.1, 0 <= jitter < a quarter frame), got "
+             f"{self.recorded_timestamps}"),
+            (self.info_total_episodes is None or self.info_total_episodes >= self.episodes,
+             "info_total_episodes must be None or >= episodes"),
+            (self.subtasks >= 0, f"subtasks must be >= 0, got {self.subtasks}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(f"SyntheticConfig: {message}")
 
     @property
-    def video_keys(self) -> list[str]:
-        """Camera feature keys, in camera order."""
+    def camera_keys(self) -> list[str]:
+        """Camera feature keys (video and image), in camera order."""
         return [camera_key(c) for c in range(self.cameras)]
+
+    @property
+    def video_keys(self) -> list[str]:
+        """The cameras stored as video, in camera order."""
+        return [camera_key(c) for c in range(self.cameras) if c not in self.image_cameras]
+
+    @property
+    def image_keys(self) -> list[str]:
+        """The cameras stored as images in the data parquet."""
+        return [camera_key(c) for c in self.image_cameras]
 
     def episode_lengths(self) -> np.ndarray:
         """Frames per episode, int64 [episodes], drawn uniformly from ``frames_per_episode`` with ``seed``."""
         lo, hi = self.frames_per_episode
         return np.random.default_rng(self.seed).integers(lo, hi + 1, size=self.episodes, dtype=np.int64)
+
+
+def timestamps(config: SyntheticConfig) -> np.ndarray:
+    """The ``timestamp`` column the generator writes, float32 [total frames]: ``frame_index / fps``, or with
+    ``recorded_timestamps`` the recorded times (offset, drift and seeded jitter)."""
+    lengths = config.episode_lengths()
+    frame_index = np.concatenate([np.arange(n) for n in lengths]) if len(lengths) else np.zeros(0)
+    if config.recorded_timestamps is None:
+        return (frame_index / config.fps).astype(np.float32)
+    offset, drift, jitter = config.recorded_timestamps
+    noise = np.random.default_rng(config.seed + 1).uniform(-jitter, jitter, size=len(frame_index))
+    return (offset + frame_index * (1 + drift) / config.fps + noise).astype(np.float32)
+
+
+def served_index(config: SyntheticConfig, index: int) -> int:
+    """The global index whose camera frame a row is served (LeRobot's choice, the frame nearest the row's timestamp,
+    held within the row's episode as dl holds it): ``index`` itself unless ``recorded_timestamps``."""
+    lengths = config.episode_lengths()
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    episode = int(np.searchsorted(starts, index, side="right")) - 1
+    frame = int(np.rint(float(timestamps(config)[index]) * config.fps))
+    return int(starts[episode]) + min(max(frame, 0), int(lengths[episode]) - 1)
 
 
 def state_value(index: int | np.ndarray, dim: int) -> np.ndarray:
@@ -201,123 +272,6 @@ def read_frame_code(frame: Any) -> tuple[int, int]:
     return payload & (2**INDEX_BITS - 1), payload >> INDEX_BITS
 
 
-def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, indices: range) -> None:
-    """Encode camera ``camera``'s ``frame_code`` frames for global ``indices`` into the mp4 ``path``, piping
-    raw rgb24 to one ffmpeg process. Raises ``RuntimeError`` with ffmpeg's stderr tail if it fails."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [ffmpeg, "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
-           "-s", f"{cfg.width}x{cfg.height}", "-r", str(cfg.fps), "-i", "-", "-an", *_CODEC_ARGS[cfg.codec],
-           "-g", str(cfg.gop), "-pix_fmt", "yuv420p", "-y", str(path)]
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            for i in indices:
-                proc.stdin.write(frame_code(i, camera, width=cfg.width, height=cfg.height).tobytes())
-        except BrokenPipeError:
-            pass  # ffmpeg exited early; its exit code and stderr say why
-        finally:
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.close()
-            code = proc.wait()
-        if code != 0:
-            log.seek(0)
-            tail = log.read()[-3000:].decode(errors="replace")
-            raise RuntimeError(f"ffmpeg failed (exit {code}) encoding {path}:\n{tail}")
-
-
-def _write_parquet(table: pa.Table, path: pathlib.Path, row_group_size: int | None = None) -> None:
-    """Write ``table`` with the pandas schema metadata LeRobot's own files carry."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(table.to_pandas(), schema=table.schema, preserve_index=False)
-    pq.write_table(table, path, row_group_size=row_group_size or max(table.num_rows, 1))
-
-
-def _stats(values: np.ndarray) -> dict[str, list]:
-    """LeRobot stats of [N] or [N, D] values; min/max keep the dtype."""
-    v = values.reshape(len(values), -1)
-    return {"min": v.min(0).tolist(), "max": v.max(0).tolist(), "mean": v.mean(0, dtype=np.float64).tolist(),
-            "std": v.astype(np.float64).std(0).tolist(), "count": [len(v)]}
-
-
-def _info(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
-    """The ``meta/info.json`` document."""
-    video = {"video.height": cfg.height, "video.width": cfg.width, "video.codec": cfg.info_codec or cfg.codec,
-             "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": cfg.fps, "video.channels": 3,
-             "has_audio": False}
-    features = {
-        "observation.state": {"dtype": "float32", "shape": [cfg.state_dim],
-                              "names": [f"joint_{j}.pos" for j in range(cfg.state_dim)]},
-        "action": {"dtype": "float32", "shape": [cfg.action_dim],
-                   "names": [f"joint_{j}.pos" for j in range(cfg.action_dim)]},
-        **{key: {"dtype": "video", "shape": [cfg.height, cfg.width, 3], "names": ["height", "width", "channels"],
-                 "info": video} for key in cfg.video_keys},
-        "timestamp": {"dtype": "float32", "shape": [1], "names": None},
-        **{name: {"dtype": "int64", "shape": [1], "names": None}
-           for name in ("frame_index", "episode_index", "index", "task_index")},
-    }
-    return {"codebase_version": "v3.0", "robot_type": "dl_synthetic", "total_episodes": cfg.episodes,
-            "total_frames": total_frames, "total_tasks": cfg.tasks, "chunks_size": CHUNKS_SIZE,
-            "data_files_size_in_mb": 100, "video_files_size_in_mb": 200, "fps": cfg.fps,
-            "splits": {"train": f"0:{cfg.episodes}"},
-            "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-            "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
-            "features": features}
-
-
-def _write_dataset(dst: pathlib.Path, cfg: SyntheticConfig, ffmpeg: str | None,
-                   progress: Callable[[int, int], None] | None) -> None:
-    """Write the whole dataset described by ``cfg`` into the existing empty folder ``dst``."""
-    lengths = cfg.episode_lengths()
-    starts = np.concatenate([[0], np.cumsum(lengths)])
-    index = np.arange(starts[-1], dtype=np.int64)
-    episode = np.repeat(np.arange(cfg.episodes, dtype=np.int64), lengths)
-    frame_index = index - starts[episode]
-    columns = {"observation.state": state_value(index, cfg.state_dim),
-               "action": action_value(index, cfg.action_dim),
-               "timestamp": (frame_index / cfg.fps).astype(np.float32), "frame_index": frame_index,
-               "episode_index": episode, "index": index, "task_index": episode % cfg.tasks}
-    ep_rows: list[dict[str, Any]] = []
-    for file_no, first in enumerate(range(0, cfg.episodes, cfg.episodes_per_file)):
-        eps = range(first, min(first + cfg.episodes_per_file, cfg.episodes))
-        chunk, file = divmod(file_no, CHUNKS_SIZE)
-        rel = f"chunk-{chunk:03d}/file-{file:03d}"
-        lo, hi = int(starts[eps[0]]), int(starts[eps[-1] + 1])
-        table = pa.table({name: pa.array(list(col[lo:hi]), pa.list_(pa.float32())) if col.ndim == 2 else col[lo:hi]
-                          for name, col in columns.items()})
-        _write_parquet(table, dst / "data" / f"{rel}.parquet", cfg.row_group_size)
-        with ThreadPoolExecutor(max(cfg.cameras, 1)) as pool:  # one ffmpeg per camera, in parallel
-            jobs = [pool.submit(_encode, ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, cam, range(lo, hi))
-                    for cam, key in enumerate(cfg.video_keys)]
-            for job in jobs:
-                job.result()
-        for e in eps:
-            from_ts = float(starts[e] - lo) / cfg.fps
-            row = {"episode_index": e, "tasks": [task_string(e % cfg.tasks)], "length": int(lengths[e]),
-                   "data/chunk_index": chunk, "data/file_index": file,
-                   "dataset_from_index": int(starts[e]), "dataset_to_index": int(starts[e + 1])}
-            for key in cfg.video_keys:
-                row |= {f"videos/{key}/chunk_index": chunk, f"videos/{key}/file_index": file,
-                        f"videos/{key}/from_timestamp": from_ts,
-                        f"videos/{key}/to_timestamp": from_ts + float(lengths[e]) / cfg.fps}
-            ep_rows.append(row | {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
-            if progress is not None:
-                progress(e + 1, cfg.episodes)
-
-    ep_schema = pa.schema([(name, pa.list_(pa.string()) if name == "tasks" else
-                            pa.float64() if name.endswith("_timestamp") else pa.int64()) for name in ep_rows[0]])
-    _write_parquet(pa.Table.from_pylist(ep_rows, schema=ep_schema), dst / "meta/episodes/chunk-000/file-000.parquet")
-    tasks = pd.DataFrame({"task_index": np.arange(cfg.tasks, dtype=np.int64)},
-                         index=pd.Index([task_string(t) for t in range(cfg.tasks)], dtype=object))
-    tasks.to_parquet(dst / "meta" / "tasks.parquet")
-    (dst / "meta" / "info.json").write_text(json.dumps(_info(cfg, len(index)), indent=4) + "\n")
-    stats = {name: _stats(col) for name, col in columns.items()}
-    for cam, key in enumerate(cfg.video_keys):  # pixels are 0 or 1 (equal R, G, B); every frame has both
-        mean = float(np.mean([_code_cells(int(i), cam).mean() for i in index]))  # cells have equal areas
-        channel = {"min": 0.0, "max": 1.0, "mean": mean, "std": (mean - mean**2) ** 0.5}
-        stats[key] = {name: [[[value]]] * 3 for name, value in channel.items()} | {"count": [len(index)]}
-    (dst / "meta" / "stats.json").write_text(json.dumps(stats, indent=4) + "\n")
-
-
 def write_synthetic_dataset(root: str | os.PathLike, config: SyntheticConfig = SyntheticConfig(), *,
                          progress: Callable[[int, int], None] | None = None) -> pathlib.Path:
     """Generate the dataset described by ``config`` at ``root``; return ``root`` as a ``Path``.
@@ -327,16 +281,18 @@ def write_synthetic_dataset(root: str | os.PathLike, config: SyntheticConfig = S
     episode once its file is written. Raises ``FileExistsError`` naming ``root`` if it exists and is not an
     empty folder (also when another writer fills it first), ``RuntimeError`` if ffmpeg is missing or fails.
     """
+    from .synthetic_writer import write_dataset
+
     root = pathlib.Path(root)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise FileExistsError(f"dataset root {root} already exists and is not an empty directory")
     ffmpeg = shutil.which("ffmpeg")
-    if ffmpeg is None and config.cameras:
+    if ffmpeg is None and (config.video_keys or config.depth_camera):
         raise RuntimeError("ffmpeg not found on PATH; install it, e.g. `apt-get install -y ffmpeg`")
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{root.name}.tmp-", dir=root.parent))
     try:
-        _write_dataset(tmp, config, ffmpeg, progress)
+        write_dataset(tmp, config, ffmpeg, progress)
         tmp.chmod(0o755)
         try:
             os.rename(tmp, root)  # atomic; replaces only a missing or empty directory

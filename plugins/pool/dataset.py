@@ -18,10 +18,10 @@ from dl.dataloader.resume import config_hash, resume_point
 from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
-from dl.format.checks import check_streams
+from dl.format.checks import check_rows, report_nonfinite
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
-from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
+from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
@@ -104,7 +104,8 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.lengths = np.array([ep.length for ep in self.episodes], dtype=np.int64)
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
-        check_streams(meta, decoder, self.episodes[0])
+        self.builder.check_streams(self.episodes)
+        self._nonfinite_seen = False  # NaN/inf warned about in this process
         self.order = self._order(decode_chunk_frames)
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",
                                         "frames_decoded", "decode_buffer_bytes_peak"))
@@ -259,10 +260,15 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.meta.source.admit(ep.index, self.meta.file_spans(ep))
 
     def _read(self, e: int) -> EpisodeArrays:
+        """Episode `e`'s rows, checked as they are read (`dl.format.checks.check_rows`); NaN/inf values are warned
+        about for the first such episode in this process (`dl validate` counts them all), or refused (strict)."""
         ep = self.episodes[e]
-        arrays = episode_arrays(read_episode_tables(self.meta, [ep], self.keys)[ep.index], self.meta.features)
-        # own copies: zero-copy views would keep the whole Arrow batch they were read in alive
-        return {key: np.array(values) for key, values in arrays.items()}
+        arrays = read_episode_arrays(self.meta, ep, self.keys + self.meta.image_keys)
+        _, nonfinite = check_rows(self.meta, ep, arrays, self.config.tolerance_s)
+        if nonfinite and (self.config.strict or not self._nonfinite_seen):
+            self._nonfinite_seen = True
+            report_nonfinite(f"{self.meta.source.url}/{ep.data_path}", nonfinite, [ep.index], self.config.strict)
+        return arrays
 
     # ----------------------------------------------------------------------------------------- benchmark
     def reset_stats(self) -> None:
