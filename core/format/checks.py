@@ -106,13 +106,17 @@ def check_tolerance(where: str, episode, fps: float, timestamps: np.ndarray, tol
     shift = float(np.median(ts - np.arange(len(ts)) / fps))
     shifted = (f" Its timestamps are shifted by {shift:+.6f} s ({shift * fps:+.2f} frames) from frame_index / fps."
                if abs(shift) * fps >= 0.5 else "")
+    first, last = frame_range(episode.videos[key], fps, episode.length)
+    beyond = not first <= round((episode.videos[key].from_timestamp + ts[row]) * fps) <= last
+    past = (" That row's timestamp lies outside the episode's frames: LeRobot would take another episode's frame "
+            "there (or fail past the file's end); dl takes the episode's nearest own frame." if beyond else "")
     also = (f" The same holds for {len(others)} more episode(s) ({format_indices(list(others))}); this gap is the "
             "largest." if others else "")
     them = "them" if others else "it"
     raise TimestampToleranceError(
         f"{where}: episode {episode.index}: row {row} (timestamp {ts[row]:.6f} s) is {gap:.6f} s from the nearest "
         f"frame of camera {key} in its span of {episode.videos[key].path}, more than tolerance_s={tolerance_s}."
-        f"{shifted}{also} --tolerance-s {suggest_tolerance(gap)} (tolerance_s={suggest_tolerance(gap)}) would serve "
+        f"{past}{shifted}{also} --tolerance-s {suggest_tolerance(gap)} (tolerance_s={suggest_tolerance(gap)}) would serve "
         f"{them}, each row getting the frame nearest its timestamp as in LeRobot; or fix the timestamps, or leave the "
         "episode out.")
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .synthetic import (
+from .synthetic_spec import (
     _CODEC_ARGS,
     SyntheticConfig,
     _code_cells,
