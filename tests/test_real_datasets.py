@@ -104,17 +104,17 @@ def test_recorded_timestamps_in_the_pool_are_refused_when_the_episode_is_read(re
         next(iter(dataset))
 
 
-def test_dl_info_and_validate_say_which_tolerance_serves_recorded_timestamps(real, tmp_path):
+def test_dl_info_and_validate_say_which_tolerance_serves_recorded_timestamps(real):
     root = real("recorded")
     result = invoke("info", root)
     assert result.exit_code == 0
     line = next(x for x in result.output.splitlines() if x.startswith("timestamps"))
     assert "recorded: start 0.0" in line and "needs --tolerance-s 0.0" in line
     assert "served with --tolerance-s 0.06" in invoke("info", root, "--tolerance-s", "0.06").output
-    proc = dl_subprocess("validate", root, cache_dir=tmp_path)
-    assert proc.returncode == 1
+    proc = invoke("validate", root)
+    assert proc.exit_code == 1
     assert "serves every checked episode" in proc.stdout
-    assert dl_subprocess("validate", root, "--tolerance-s", "0.06", cache_dir=tmp_path).returncode == 0
+    assert invoke("validate", root, "--tolerance-s", "0.06").exit_code == 0
 
 
 @pytest.mark.slow
@@ -144,18 +144,18 @@ def test_stale_totals_refuse_all_but_serve_the_episodes_present_with_a_warning(r
     assert any("counts total_episodes=12" in m and "--episodes 0-4" in m for m in said)
 
 
-def test_stale_totals_dl_info_and_validate_still_summarize(real, tmp_path):
+def test_stale_totals_dl_info_and_validate_still_summarize(real):
     root = real("stale_totals")
     result = invoke("info", root)
     assert result.exit_code == 0 and "5 episodes (meta/info.json says 12)" in result.output
     assert "all data and video files present" in result.output
-    proc = dl_subprocess("validate", root, cache_dir=tmp_path)
-    assert proc.returncode == 1
+    proc = invoke("validate", root)
+    assert proc.exit_code == 1
     lines = proc.stdout.splitlines()
     assert any(x.startswith("error: ") and "dl run` without --episodes refuses" in x for x in lines)
     assert "decoded " in proc.stdout and lines[-1].endswith("episodes without errors: --episodes 0-4")
-    ok = dl_subprocess("validate", root, "--episodes", "0-4", cache_dir=tmp_path)
-    assert ok.returncode == 0 and "ok: 5 episode(s)" in ok.stdout and "1 warning(s)" in ok.stdout
+    ok = invoke("validate", root, "--episodes", "0-4")
+    assert ok.exit_code == 0 and "ok: 5 episode(s)" in ok.stdout and "1 warning(s)" in ok.stdout
 
 
 # ------------------------------------------------------------------------ images stored in the data parquet
@@ -205,9 +205,9 @@ def test_subtasks_are_served_as_lerobot_does(real):
     assert sample["subtask"] == f"step {(int(sample['frame_index']) // 10) % 3}"
 
 
-def test_dl_validate_and_info_on_a_depth_camera(real, tmp_path):
-    proc = dl_subprocess("validate", real("depth"), cache_dir=tmp_path)
-    assert proc.returncode == 0, proc.stdout
+def test_dl_validate_and_info_on_a_depth_camera(real):
+    proc = invoke("validate", real("depth"))
+    assert proc.exit_code == 0, proc.stdout
     assert "warning: " in proc.stdout and "depth-map camera" in proc.stdout and "1 warning(s)" in proc.stdout
     assert "no: a depth-map camera" in invoke("info", real("depth")).output.replace("\n", " ").replace("│", "")
 

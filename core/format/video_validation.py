@@ -70,8 +70,8 @@ def _decode(meta, decoder: Decoder, key: str, path: str, facts: dict, eps: list,
         try:
             frames = (decoder.frames_in_run if decode == "all" else decoder.frames_at)(meta.source, path, run)
         except DlError as exc:
-            return np.asarray(pts), (f"frames from {run[0]:.3f} s on do not decode ({describe(exc)}): the file's "
-                                     "payload is corrupt past its header. Re-download or re-encode it.")
+            return np.asarray(pts), (f"frames from {run[0]:.3f} s on do not decode, the payload past the file's "
+                                     f"header is corrupt (re-download or re-encode it): {describe(exc)}")
         pts += frames.pts_s.tolist()
     return np.asarray(pts, dtype=np.float64), None
 

@@ -76,7 +76,11 @@ def decode_frames(decoder, source: Source, path: str, timestamps: list[float], r
         else:
             batch = decoder.get_frames_at(indices=indices)
     except RuntimeError as exc:
-        raise VideoDecodeError(f"decoding {source.url}/{path} at {timestamps} s failed: {reason(exc)}") from exc
+        at = (f"{timestamps[0]:.3f}-{timestamps[-1]:.3f} s ({len(timestamps)} frames)" if len(timestamps) > 3 else
+              f"{[round(t, 6) for t in timestamps]} s")
+        raise VideoDecodeError(f"decoding {source.url}/{path} at {at} failed: {reason(exc)}. The file's "
+                               "payload may be corrupt: `dl validate` decodes every frame to find the damaged "
+                               "files.") from exc
     return DecodedFrames(batch.data, batch.pts_seconds.to("cpu", torch.float64))
 
 

@@ -1,0 +1,253 @@
+"""The classes of broken datasets where LeRobot would serve wrong data or crash (issue 17): each is refused with
+one clear line naming the file and the episode (or, where LeRobot serves the stored values, warned about in one
+line), and `dl validate` finds exactly what makes the loaders fail on the same episodes."""
+
+import json
+import os
+import struct
+import subprocess
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from cli_helpers import dl_subprocess, invoke
+
+import dl
+from dl.contracts.errors import DatasetFormatError, DlError
+from dl.testing.synthetic import camera_key, read_frame_code
+
+DATA0, DATA1 = "data/chunk-000/file-000.parquet", "data/chunk-000/file-001.parquet"
+EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+CAM0 = camera_key(0)
+
+
+def edit_info(root, edit):
+    info = json.loads((root / "meta/info.json").read_text())
+    edit(info)
+    (root / "meta/info.json").write_text(json.dumps(info, indent=4))
+
+
+def edit_episode(root, episode, **changes):
+    """Add `changes[column]` (a number) to `episode`'s value of each column in meta/episodes."""
+    table = pq.read_table(root / EPISODES)
+    row = table.column("episode_index").to_pylist().index(episode)
+    for column, delta in changes.items():
+        column = column.replace("__", "/")
+        values = table.column(column).to_pylist()
+        values[row] += delta
+        i = table.schema.get_field_index(column)
+        table = table.set_column(i, table.schema.field(i), pa.array(values, table.schema.field(i).type))
+    pq.write_table(table, root / EPISODES)
+
+
+def edit_data(root, path, column, edit, arrow_type=None):
+    """Rewrite one data column: `edit(values as a Python list, table) -> new values`."""
+    table = pq.read_table(root / path)
+    i = table.schema.get_field_index(column)
+    values = edit(table.column(column).to_pylist(), table)
+    kind = arrow_type or table.schema.field(i).type
+    pq.write_table(table.set_column(i, pa.field(column, kind), pa.array(values, kind)), root / path)
+
+
+def shift_span(root, episode, key, seconds):
+    edit_episode(root, episode, **{f"videos__{key}__from_timestamp": seconds, f"videos__{key}__to_timestamp": seconds})
+
+
+def corrupt_payload(root, path):
+    """Scramble a quarter of the mp4's `mdat` payload past its first third: the header still opens."""
+    data = bytearray((root / path).read_bytes())
+    at = data.find(b"mdat")
+    size = struct.unpack(">I", data[at - 4:at])[0]
+    for k in range(at + 4 + size // 3, at + 4 + size // 3 + size // 4):
+        data[k] = (data[k] * 7 + 13) % 256
+    (root / path).write_bytes(bytes(data))
+
+
+def reencode(root, path, size):
+    """Re-encode the mp4 at another frame size (`WxH`), frames and timing kept."""
+    tmp = root / "tmp.mp4"
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-i", str(root / path), "-vf", f"scale={size}",
+                    "-c:v", "libx264", "-g", "4", "-y", str(tmp)], check=True)
+    os.replace(tmp, root / path)
+
+
+def nan_state(values, table):
+    episode = table.column("episode_index").to_pylist()
+    out = [list(v) for v in values]
+    first = episode.index(1)
+    out[first][0], out[first + 1][2], out[first + 2][1] = float("nan"), float("inf"), float("nan")
+    return out
+
+
+BROKEN = {
+    # name: (edit(root), what the error or warning says)
+    "span_shifted_half_second": (lambda root: shift_span(root, 1, CAM0, 0.5), "overlaps episode 2"),
+    "span_shifted_onto_another_episode": (
+        lambda root: shift_span(root, 0, CAM0, 1.0), "overlaps episode"),
+    "last_span_past_the_file_end": (lambda root: shift_span(root, 2, CAM0, 0.5), "needs frames up to"),
+    "to_timestamp_shifted": (lambda root: edit_episode(root, 4, **{f"videos__{CAM0}__to_timestamp": 0.5}),
+                             "but the episode has"),
+    "lossy_dtype": (lambda root: edit_info(root, lambda i: i["features"]["observation.state"].update(dtype="int8")),
+                    "int8 (its dtype in meta/info.json) cannot hold"),
+    "shape_differs_from_data": (
+        lambda root: edit_info(root, lambda i: i["features"]["action"].update(shape=[7])),
+        "holds rows of shape [6], but meta/info.json says [7]"),
+    "unknown_task_index": (lambda root: edit_data(root, DATA1, "task_index", lambda v, t: [7] * len(v)),
+                           "has task_index 7, which meta/tasks.parquet does not list"),
+    "strings_for_a_float_vector": (
+        lambda root: edit_data(root, DATA0, "observation.state", lambda v, t: [[str(x) for x in r] for r in v],
+                               pa.list_(pa.string())), "but meta/info.json says it is numbers (float32)"),
+    "corrupt_mp4_payload": (lambda root: corrupt_payload(root, f"videos/{CAM0}/chunk-000/file-001.mp4"),
+                            "Invalid data found when processing input"),
+    "one_file_of_another_size": (lambda root: reencode(root, f"videos/{CAM0}/chunk-000/file-001.mp4", "64:48"),
+                                 "frames are 64x48, but camera"),
+}
+"""Broken datasets dl refuses: every one makes the loaders fail, and `dl validate` names it."""
+
+WARNED = {
+    "nan_and_inf": (lambda root: edit_data(root, DATA0, "observation.state", nan_state),
+                    "NaN or inf values in episode(s) 1 (observation.state: 3)"),
+    "every_file_of_another_size_than_info_json": (
+        lambda root: edit_info(root, lambda i: i["features"][CAM0].update(shape=[48, 64, 3])),
+        "frames are 128x96, but meta/info.json's shape for camera"),
+    "symlink_loop": (lambda root: os.symlink("..", root / "data" / "chunk-000" / "loop"), "symbolic link loop"),
+}
+"""Datasets LeRobot serves with their stored values: dl serves them too, with a one-line warning."""
+
+
+@pytest.fixture
+def broken(small_dataset, writable_copy):
+    def make(edit):
+        root = writable_copy(small_dataset)
+        edit(root)
+        return root
+
+    return make
+
+
+def every_sample(root, loader, **config):
+    dataset = dl.make_dataset(str(root), loader=loader, image_dtype="uint8", **config)
+    return [dataset[i] for i in range(len(dataset))] if loader == "map" else list(dataset)
+
+
+@pytest.mark.parametrize("loader", ["map", "pool"])
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_loaders_refuse_and_validate_finds_it(broken, case, loader):
+    edit, says = BROKEN[case]
+    root = broken(edit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(DlError) as err:
+            every_sample(root, loader)
+    assert says in str(err.value), str(err.value)
+    assert "\n" not in str(err.value).strip()
+    result = invoke("validate", root)
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
+    assert any(says in line for line in errors), result.stdout
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("case", sorted(WARNED))
+def test_served_as_stored_with_one_warning_and_validate_counts_it(broken, case):
+    edit, says = WARNED[case]
+    root = broken(edit)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        samples = every_sample(root, "map")
+    said = [str(w.message) for w in caught if issubclass(w.category, dl.DlWarning) and says in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    for sample in samples[::9]:
+        assert read_frame_code(sample[CAM0]) == (int(sample["index"]), 0)
+    result = invoke("validate", root)
+    assert result.exit_code == 0, result.stdout
+    assert any(line.startswith("warning: ") and says in line for line in result.stdout.splitlines())
+    assert result.stdout.splitlines()[-1].startswith("ok: 6 episode(s)")
+
+
+def test_nan_and_inf_are_counted_and_refused_with_strict(broken):
+    root = broken(WARNED["nan_and_inf"][0])
+    for loader in ("map", "pool"):
+        with pytest.raises(DatasetFormatError, match=r"NaN or inf values in episode\(s\) 1 \(observation.state: "
+                                                     r"3\); refused \(strict\)"):
+            every_sample(root, loader, strict=True)
+    result = invoke("validate", root, "--strict")
+    assert result.exit_code == 1 and "refused with --strict" in result.stdout
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        every_sample(root, "pool")
+    assert sum("NaN or inf" in str(w.message) for w in caught) == 1
+
+
+def test_validate_finds_a_corrupt_payload_and_says_what_it_decoded(broken):
+    root = broken(BROKEN["corrupt_mp4_payload"][0])
+    result = invoke("validate", root)
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("checking 6 episode(s)") and "decoding every video frame and image" in lines[0]
+    decoded = next(line for line in lines if line.startswith("decoded "))
+    assert " video frame(s) and 0 image(s) in " in decoded and "per second" in decoded
+    assert any(line.startswith("error: frames from 0.000 s on do not decode") and "[episodes 3-5]" in line and
+               f"videos/{CAM0}/chunk-000/file-001.mp4 at 0.000-2.100 s (64 frames) failed" in line
+               for line in lines), result.stdout
+    quick = invoke("validate", root, "--quick")
+    assert "decoding each episode's first and last video frame and image" in quick.stdout
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda i: i.update(fps=0), "fps is 0; it must be a positive number"),
+    (lambda i: i.update(fps="30"), "fps is '30'; it must be a positive number"),
+    (lambda i: i.update(fps=None), "fps is None"),
+    (lambda i: i.update(features=[]), "'features' must map each feature key"),
+    (lambda i: i["features"]["action"].update(dtype="float128"), "feature 'action' has dtype 'float128'"),
+    (lambda i: i["features"]["action"].update(shape="6"), "feature 'action' has shape '6'"),
+], ids=["fps_zero", "fps_text", "fps_null", "features_a_list", "unknown_dtype", "shape_not_a_list"])
+def test_info_json_that_cannot_be_read_is_one_error_line(broken, edit, says, tmp_path):
+    root = broken(lambda r: edit_info(r, edit))
+    with pytest.raises(DatasetFormatError, match=says.replace("(", r"\(").replace("[", r"\[")):
+        dl.make_dataset(str(root))
+    for command in ("info", "validate"):
+        result = invoke(command, root)
+        assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
+
+
+def test_a_root_that_is_a_file(small_dataset, tmp_path):
+    for command in (["info"], ["validate"]):
+        result = invoke(*command, small_dataset / "meta" / "info.json")
+        assert result.exit_code == 2 and "is a file, not a dataset folder" in result.output
+    proc = dl_subprocess("run", "--root", small_dataset / "meta" / "info.json", cache_dir=tmp_path)
+    assert proc.returncode == 2 and "is a file, not a dataset folder" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_nan_or_inf_delta_timestamps_are_refused(small_dataset, tmp_path, value):
+    with pytest.raises(DlError, match="offsets are finite numbers of seconds"):
+        dl.make_dataset(str(small_dataset), delta_timestamps={"action": [0.0, float(value)]})
+    proc = dl_subprocess("run", "--root", small_dataset, "--delta-timestamps", f"action=0,{value}",
+                         cache_dir=tmp_path)
+    assert proc.returncode == 2 and "finite numbers of seconds" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_empty_episodes_option_is_refused(small_dataset, tmp_path):
+    for args in (["run", "--root", small_dataset, "--episodes", ""], ["validate", small_dataset, "--episodes", ""]):
+        proc = dl_subprocess(*args, cache_dir=tmp_path)
+        assert proc.returncode == 2 and "--episodes is empty" in proc.stderr, proc.stderr
+    with pytest.raises(DlError, match="the selection is empty"):
+        dl.make_dataset(str(small_dataset), episodes=[])
+
+
+def test_a_cast_that_keeps_every_value_serves_in_the_info_json_dtype(broken):
+    root = broken(lambda r: edit_info(r, lambda i: i["features"]["index"].update(dtype="int32")))
+    samples = every_sample(root, "map")
+    assert samples[5]["index"].dtype == torch.int32 and int(samples[5]["index"]) == 5
+
+
+@pytest.mark.parametrize("loader", ["map", "pool"])
+def test_the_other_episodes_of_a_broken_dataset_stay_usable(broken, loader):
+    root = broken(BROKEN["unknown_task_index"][0])  # episodes 3-5 (file-001)
+    samples = every_sample(root, loader, episodes=[0, 1, 2])
+    meta = dl.make_dataset(str(root), episodes=[0]).meta
+    assert sorted(int(s["index"]) for s in samples) == list(range(meta.episodes[3].dataset_from_index))
+    assert np.all([read_frame_code(s[CAM0])[0] == int(s["index"]) for s in samples])
