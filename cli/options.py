@@ -85,8 +85,8 @@ def parse_episodes(text: str) -> list[int]:
             before its start.
     """
     if not text.strip():
-        raise DlError("--episodes is empty; give indices and inclusive ranges such as '0,3-6,8', or leave the option "
-                      "out to select every episode.")
+        raise DlError(f"--episodes {text!r} is empty; give indices and inclusive ranges such as '0,3-6,8', or leave "
+                      "the option out to select every episode.")
     out: set[int] = set()
     for item in text.split(","):
         item = item.strip()

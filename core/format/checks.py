@@ -116,9 +116,9 @@ def check_tolerance(where: str, episode, fps: float, timestamps: np.ndarray, tol
     raise TimestampToleranceError(
         f"{where}: episode {episode.index}: row {row} (timestamp {ts[row]:.6f} s) is {gap:.6f} s from the nearest "
         f"frame of camera {key} in its span of {episode.videos[key].path}, more than tolerance_s={tolerance_s}."
-        f"{past}{shifted}{also} --tolerance-s {suggest_tolerance(gap)} (tolerance_s={suggest_tolerance(gap)}) would serve "
-        f"{them}, each row getting the frame nearest its timestamp as in LeRobot; or fix the timestamps, or leave the "
-        "episode out.")
+        f"{past}{shifted}{also} --tolerance-s {suggest_tolerance(gap)} (tolerance_s={suggest_tolerance(gap)}) would "
+        f"serve {them}, each row getting the frame nearest its timestamp as in LeRobot; or fix the timestamps, or "
+        "leave the episode out.")
 
 
 def check_rows(meta, episode, arrays: dict, tolerance_s: float | None) -> tuple[float, dict[str, int]]:

@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..contracts.errors import DatasetFormatError
-from .features import NUMERIC_DTYPES, arrow_leaf, column_type_problem
+from ..contracts.errors import DatasetFormatError, warn
+from .features import NUMERIC_DTYPES, arrow_leaf, column_type_problem, holds_text
 
 
 class ImageColumn:
@@ -98,7 +98,8 @@ def _column_to_numpy(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarra
 
 def check_schema(where: str, schema: pa.Schema, features: dict, keys: list[str]) -> None:
     """Refuse a data file whose columns cannot hold `keys` as info.json describes them: a missing column, or one
-    of another kind (`dl.format.features.column_type_problem`: strings for a float vector...).
+    of another kind (`dl.format.features.column_type_problem`: images for a float vector...); warn where numbers
+    are written as text (parsed when read).
 
     Raises:
         DatasetFormatError: naming the file and the columns.
@@ -107,10 +108,15 @@ def check_schema(where: str, schema: pa.Schema, features: dict, keys: list[str])
     if missing:
         raise DatasetFormatError(f"{where} lacks column(s) {', '.join(missing)} listed in info.json.")
     for key in keys:
-        problem = column_type_problem(key, features.get(key, {}), schema.field(key).type)
+        feature = features.get(key, {})
+        problem = column_type_problem(key, feature, schema.field(key).type)
         if problem:
             raise DatasetFormatError(f"{where}: {problem}; every sample would carry wrong values. Fix the feature in "
                                      "meta/info.json or the data file.")
+        if feature.get("dtype") in NUMERIC_DTYPES and holds_text(schema.field(key).type):
+            warn(f"{where}: column {key!r} holds numbers written as text ({schema.field(key).type}), meta/info.json "
+                 f"says {feature['dtype']}; dl parses them, as LeRobot's loader does (text that is not a number is "
+                 "refused).")
 
 
 def episode_arrays(table: pa.Table, features: dict, where: str = "") -> EpisodeArrays:

@@ -88,11 +88,13 @@ def arrow_leaf(arrow_type: pa.DataType) -> pa.DataType:
 def column_type_problem(key: str, feature: dict, arrow_type: pa.DataType) -> str | None:
     """Why a data column of `arrow_type` cannot hold feature `key` as info.json describes it, or None. A numeric
     feature needs numeric (or bool) elements; an image feature the `datasets.Image` struct (`bytes`, `path`) or
-    binary; a string feature strings. A numeric type other than the feature's is fine here: values are cast safely
-    when read (`dl.format.columns`), and a cast that would lose values is refused there."""
+    binary; a string feature strings. A numeric type other than the feature's is fine here, and strings for a
+    numeric feature too: values are cast safely when read (`dl.format.columns`: text parsed as numbers), and a cast
+    that would lose or invent values is refused there."""
     dtype, leaf = feature.get("dtype"), arrow_leaf(arrow_type)
     if dtype in NUMERIC_DTYPES:
-        ok = pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)
+        ok = pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf) or holds_text(
+            arrow_type)
         want = f"numbers ({dtype})"
     elif dtype == "image":
         ok = pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) or (
@@ -104,6 +106,13 @@ def column_type_problem(key: str, feature: dict, arrow_type: pa.DataType) -> str
     else:
         return None
     return None if ok else f"column {key!r} holds {arrow_type}, but meta/info.json says it is {want}"
+
+
+def holds_text(arrow_type: pa.DataType) -> bool:
+    """Whether a (list) column's elements are strings (numbers written as text: parsed, as LeRobot's loader casts
+    them, with a warning)."""
+    leaf = arrow_leaf(arrow_type)
+    return pa.types.is_string(leaf) or pa.types.is_large_string(leaf)
 
 
 def numpy_dtype(feature: dict) -> np.dtype | None:

@@ -62,7 +62,8 @@ def validate(meta: DatasetMeta, decoder: Decoder, episodes: list[int] | None = N
     with collected(out):
         warn_moved(meta, moved)
     for path, eps in data.items():
-        _check_data(meta, decoder, path, eps, tolerance_s, strict, decode, out)
+        with collected(out, path):
+            _check_data(meta, decoder, path, eps, tolerance_s, strict, decode, out)
         done += 1
         if progress:
             progress(done, total)

@@ -61,8 +61,7 @@ def windows(config: SyntheticConfig) -> dict[str, list[float]]:
 
 def check_batch(config: SyntheticConfig, batch: dict, delta: dict[str, list[float]] | None) -> list[int]:
     """Check every sample of a collated `batch` against what LeRobot serves from the dataset `config` describes
-    (camera frames by their index codes: the frame nearest each row's timestamp, held within the episode; vectors
-    by the generator's values; windows clamped to the episode and flagged in `{key}_is_pad`; `task` and `subtask`).
+    (`sample_problems`), and that the features dl leaves out are absent.
 
     Returns:
         the global indices of the batch's samples.
@@ -70,34 +69,52 @@ def check_batch(config: SyntheticConfig, batch: dict, delta: dict[str, list[floa
     Raises:
         AssertionError: naming the index and the key that differ.
     """
+    indices = [int(i) for i in batch["index"].reshape(-1)]
+    for key in ("language_persistent", "language_events", "observation.images.depth"):
+        assert key not in batch, f"{key} is left out"
+    for b in range(len(indices)):
+        problems = sample_problems(config, {key: value[b] for key, value in batch.items()}, delta)
+        assert not problems, "; ".join(problems)
+    return indices
+
+
+def sample_problems(config: SyntheticConfig, sample: dict, delta: dict[str, list[float]] | None) -> list[str]:
+    """What in one sample differs from what LeRobot serves from the dataset `config` describes, in words (empty
+    when nothing): camera frames by their index codes (the frame nearest each row's timestamp, held within the
+    episode), vectors by the generator's values, windows clamped to the episode and flagged in `{key}_is_pad`,
+    `task` and `subtask`."""
     lengths = config.episode_lengths()
     starts = np.concatenate([[0], np.cumsum(lengths)])
-    indices = [int(i) for i in batch["index"].reshape(-1)]
+    index = int(sample["index"])
     offsets = {key: np.rint(np.asarray(d) * config.fps).astype(int) for key, d in (delta or {}).items()}
-    for b, index in enumerate(indices):
-        episode = int(np.searchsorted(starts, index, side="right")) - 1
-        row, length = index - int(starts[episode]), int(lengths[episode])
-        assert int(batch["episode_index"][b]) == episode, f"index {index}: episode_index"
-        assert batch["task"][b] == task_string(episode % config.tasks), f"index {index}: task"
-        if config.subtasks:
-            assert batch["subtask"][b] == f"step {(row // 10) % config.subtasks}", f"index {index}: subtask"
-        for key in ("language_persistent", "language_events", "observation.images.depth"):
-            assert key not in batch, f"{key} is left out"
-        for key, value_of in (("observation.state", lambda i: state_value(i, config.state_dim)),
-                              ("action", lambda i: action_value(i, config.action_dim))):
-            rows = _rows(row, offsets.get(key), length)
-            want = np.stack([value_of(int(starts[episode]) + r) for r in rows])
-            got = np.asarray(batch[key][b]).reshape(len(rows), -1)
-            np.testing.assert_array_equal(got, want, err_msg=f"index {index}: {key}")
-            _check_pad(batch, key, b, row, offsets.get(key), length, index)
-        for camera, key in enumerate(config.camera_keys):
-            rows = _rows(row, offsets.get(key), length)
-            frames = batch[key][b] if key in offsets else batch[key][b][None]
-            for frame, r in zip(frames, rows, strict=True):
-                want = served_index(config, int(starts[episode]) + r)
-                assert read_frame_code(frame) == (want, camera), f"index {index}: {key} row {r}"
-            _check_pad(batch, key, b, row, offsets.get(key), length, index)
-    return indices
+    episode = int(np.searchsorted(starts, index, side="right")) - 1
+    row, length, first = index - int(starts[episode]), int(lengths[episode]), int(starts[episode])
+    problems = []
+    if int(sample["episode_index"]) != episode:
+        problems.append(f"index {index}: episode_index {int(sample['episode_index'])}")
+    if sample.get("task") != task_string(episode % config.tasks):
+        problems.append(f"index {index}: task {sample.get('task')!r}")
+    if config.subtasks and sample.get("subtask") != f"step {(row // 10) % config.subtasks}":
+        problems.append(f"index {index}: subtask {sample.get('subtask')!r}")
+    for key, value_of in (("observation.state", lambda i: state_value(i, config.state_dim)),
+                          ("action", lambda i: action_value(i, config.action_dim))):
+        rows = _rows(row, offsets.get(key), length)
+        want = np.stack([value_of(first + r) for r in rows])
+        if not np.array_equal(np.asarray(sample[key]).reshape(len(rows), -1), want):
+            problems.append(f"index {index}: {key}")
+        problems += _pad_problems(sample, key, row, offsets.get(key), length, index)
+    for camera, key in enumerate(config.camera_keys):
+        rows = _rows(row, offsets.get(key), length)
+        frames = sample[key] if key in offsets else sample[key][None]
+        for frame, r in zip(frames, rows, strict=True):
+            try:
+                code = read_frame_code(frame)
+            except ValueError as exc:
+                code = str(exc)
+            if code != (served_index(config, first + r), camera):
+                problems.append(f"index {index}: {key} row {r} shows {code}")
+        problems += _pad_problems(sample, key, row, offsets.get(key), length, index)
+    return problems
 
 
 def _rows(row: int, offsets, length: int) -> list[int]:
@@ -106,12 +123,12 @@ def _rows(row: int, offsets, length: int) -> list[int]:
     return np.clip(row + offsets, 0, length - 1).tolist()
 
 
-def _check_pad(batch: dict, key: str, b: int, row: int, offsets, length: int, index: int) -> None:
+def _pad_problems(sample: dict, key: str, row: int, offsets, length: int, index: int) -> list[str]:
     if offsets is None:
-        assert f"{key}_is_pad" not in batch, f"index {index}: {key}_is_pad without a window"
-        return
+        return [f"index {index}: {key}_is_pad without a window"] if f"{key}_is_pad" in sample else []
     want = [not 0 <= row + o < length for o in offsets]
-    assert batch[f"{key}_is_pad"][b].tolist() == want, f"index {index}: {key}_is_pad"
+    got = sample.get(f"{key}_is_pad")
+    return [] if got is not None and got.tolist() == want else [f"index {index}: {key}_is_pad {got}"]
 
 
 def every_index(config: SyntheticConfig, options: dict) -> list[int]:
