@@ -42,9 +42,21 @@ def episode_problems(fps: float, episodes: dict) -> dict[int, str]:
             by_file.setdefault(span.path, []).append((start, end, ep.index, key))
     half = 0.5 / fps
     for path, spans in by_file.items():
-        spans.sort()
-        for (start, end, a, _), (start2, end2, b, key) in zip(spans, spans[1:], strict=False):
-            if start2 < end - half:
+        spans.sort(key=lambda span: span[2])  # the order LeRobot's writers append episodes to a file
+        moved = set()
+        for i, (start, end, e, key) in enumerate(spans):
+            before = spans[i - 1][1] if i else 0.0  # a file's first episode starts at 0
+            follows = abs(start - before) <= half
+            meets = i == len(spans) - 1 or abs(end - spans[i + 1][0]) <= half
+            if not follows and not meets:  # out of step with both neighbours: this span was moved
+                moved.add(e)
+                after = f"the previous episode's end ({before:.3f} s)" if i else "the file's start (0 s)"
+                problems.setdefault(e, f"camera {key}'s span [{start:.3f}, {end:.3f}) s of {path} neither starts at "
+                                       f"{after} nor ends where the next episode's starts: it was moved (each "
+                                       "episode of a file starts where the one before ends)")
+        by_start = sorted(spans)
+        for (start, end, a, _), (start2, end2, b, key) in zip(by_start, by_start[1:], strict=False):
+            if start2 < end - half and not {a, b} & moved:  # an overlap no moved span explains: both are suspect
                 for this, other, lo, hi in ((a, b, start2, end2), (b, a, start, end)):
                     problems.setdefault(this, f"camera {key}'s span overlaps episode {other}'s [{lo:.3f}, {hi:.3f}) s "
                                               f"in {path}; each episode has its own part of the file")

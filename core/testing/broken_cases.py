@@ -86,9 +86,8 @@ def nan_state(values, table):
 
 BROKEN = {
     # name: (edit(root), what the error or warning says)
-    "span_shifted_half_second": (lambda root: shift_span(root, 1, CAM0, 0.5), "overlaps episode 2"),
-    "span_shifted_onto_another_episode": (
-        lambda root: shift_span(root, 0, CAM0, 1.0), "overlaps episode"),
+    "span_shifted_half_second": (lambda root: shift_span(root, 1, CAM0, 0.5), "episode 1: camera"),
+    "span_shifted_onto_another_episode": (lambda root: shift_span(root, 0, CAM0, 1.0), "episode 0: camera"),
     "last_span_past_the_file_end": (lambda root: shift_span(root, 2, CAM0, 0.5), "needs frames up to"),
     "to_timestamp_shifted": (lambda root: edit_episode(root, 4, **{f"videos__{CAM0}__to_timestamp": 0.5}),
                              "but the episode has"),

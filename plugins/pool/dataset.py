@@ -2,7 +2,6 @@
 decode of open chunks under a byte budget, exact and elastic resume and rank/worker splitting."""
 
 import time
-import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -10,7 +9,7 @@ import torch.utils.data
 
 from dl.contracts.config import LoaderConfig
 from dl.contracts.decoder import Decoder
-from dl.contracts.errors import DlError
+from dl.contracts.errors import DlError, warn
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.resume import ResumePosition
 from dl.contracts.units import format_bytes, parse_bytes
@@ -123,10 +122,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
             chunk_frames = int(min(MAX_AUTO_CHUNK_FRAMES, max(fitting, 1)))
         per_chunk = chunk_bytes(self.meta, chunk_frames, self.builder.deltas)
         if self.decode_budget < per_chunk:
-            warnings.warn(f"pool loader: decode_budget {format_bytes(self.decode_budget)}B holds no chunk of "
-                          f"{chunk_frames} frames ({format_bytes(per_chunk)}B with {len(self.meta.video_keys)} "
-                          "camera(s) and their window offsets); decoding each sample on its own. Raise decode_budget "
-                          "or lower decode_chunk_frames to decode in order.", stacklevel=3)
+            warn(f"pool loader: decode_budget {format_bytes(self.decode_budget)}B holds no chunk of "
+                 f"{chunk_frames} frames ({format_bytes(per_chunk)}B with {len(self.meta.video_keys)} "
+                 "camera(s) and their window offsets); decoding each sample on its own. Raise decode_budget "
+                 "or lower decode_chunk_frames to decode in order.")
             return PoolOrder(self.pool_size)
         return PoolOrder(self.pool_size, chunk_frames, self.decode_budget // per_chunk)
 
@@ -188,14 +187,14 @@ class PoolDataset(torch.utils.data.IterableDataset):
 
     def _warn_uneven(self, world: World, parts: list[np.ndarray], counts: list[int]) -> None:
         if len(parts[world.consumer]) == 0:
-            warnings.warn(f"pool loader: rank {world.rank} worker {world.worker} owns no episodes this epoch: "
-                          f"{len(self.episodes)} episodes for {world.num_consumers} consumers (world_size "
-                          f"{world.world_size} x {world.num_workers} workers). Use fewer workers.", stacklevel=3)
+            warn(f"pool loader: rank {world.rank} worker {world.worker} owns no episodes this epoch: "
+                 f"{len(self.episodes)} episodes for {world.num_consumers} consumers (world_size "
+                 f"{world.world_size} x {world.num_workers} workers). Use fewer workers.")
         per_rank = [sum(counts[r * world.num_workers:(r + 1) * world.num_workers]) for r in range(world.world_size)]
         if world.consumer == 0 and len(set(per_rank)) > 1:
-            warnings.warn(f"pool loader: ranks get {min(per_rank)} to {max(per_rank)} samples this epoch; ranks "
-                          "that finish early stop first (DDP may then wait on them). Pass drop_last=True to "
-                          "truncate every consumer to the smallest count.", stacklevel=3)
+            warn(f"pool loader: ranks get {min(per_rank)} to {max(per_rank)} samples this epoch; ranks "
+                 "that finish early stop first (DDP may then wait on them). Pass drop_last=True to "
+                 "truncate every consumer to the smallest count.")
 
     # ----------------------------------------------------------------------------------------- iteration
     def __iter__(self):
