@@ -15,7 +15,6 @@ from dl.kits.video.decoder_cache import DecoderCache
 from dl.kits.video.torchcodec_video import (
     SEEK_MODES,
     TorchcodecDecoder,
-    decode_frames,
     decoder_bytes,
     open_video,
     stream_facts,
@@ -79,7 +78,7 @@ class CpuDecoder(TorchcodecDecoder):
         threads = min(len(decoders), self._process_cores() if self.camera_threads == "auto" else self.camera_threads)
 
         def one(r: FrameRequest) -> DecodedFrames:
-            return decode_frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
+            return self._frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
 
         if threads <= 1:
             return [one(r) for r in requests]

@@ -10,7 +10,7 @@ import torch
 from cli_helpers import dl_subprocess, invoke
 
 import dl
-from dl.contracts.errors import DatasetFormatError, DlError
+from dl.contracts.errors import DatasetFormatError, DlError, VideoDecodeError
 from dl.testing.broken_cases import BROKEN, CAM0, WARNED, edit_info
 from dl.testing.synthetic import read_frame_code
 
@@ -77,6 +77,22 @@ def test_nan_and_inf_are_counted_and_refused_with_strict(broken):
         warnings.simplefilter("always")
         every_sample(root, "pool")
     assert sum("NaN or inf" in str(w.message) for w in caught) == 1
+
+
+def test_a_decoder_that_failed_is_not_used_again(broken):
+    """FFmpeg's state after an error on a corrupt payload is not safe to reuse (it crashed the process in 2 of 2
+    runs of benchmarks/lerobot_parity.py): the file is opened afresh for the next sample."""
+    root = broken(BROKEN["corrupt_mp4_payload"][0])
+    ds = dl.make_dataset(str(root), image_dtype="uint8")
+    key = (ds.meta.source.url, f"videos/{CAM0}/chunk-000/file-001.mp4")
+    failed = 0
+    for i in range(int(ds.starts[3]), len(ds)):
+        try:
+            ds[i]
+        except VideoDecodeError:
+            failed += 1
+            assert key not in ds.decoder.cache.open_decoders()
+    assert failed
 
 
 def test_validate_finds_a_corrupt_payload_and_says_what_it_decoded(broken):

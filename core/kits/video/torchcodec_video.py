@@ -116,9 +116,18 @@ class TorchcodecDecoder(Decoder):
     def _decoder(self, source: Source, path: str):
         return self.cache.get((source.url, path), lambda: self._open(source, path))
 
+    def _frames(self, decoder, source: Source, path: str, timestamps: list[float], run: bool) -> DecodedFrames:
+        """`decode_frames`; a decoder that fails is dropped from `cache`, never used again (`DecoderCache.discard`:
+        after FFmpeg reported a corrupt payload, reusing its state crashed the process in 1 of 2 runs here)."""
+        try:
+            return decode_frames(decoder, source, path, timestamps, run)
+        except VideoDecodeError:
+            self.cache.discard((source.url, path))
+            raise
+
     def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=False)
+        return self._frames(self._decoder(source, path), source, path, timestamps, run=False)
 
     def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
         """One seek, then the frames in order (`get_frames_in_range`); not a run: as `frames_at`."""
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=True)
+        return self._frames(self._decoder(source, path), source, path, timestamps, run=True)
