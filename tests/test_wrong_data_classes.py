@@ -164,3 +164,16 @@ def test_the_other_episodes_of_a_broken_dataset_stay_usable(broken, loader):
     meta = dl.make_dataset(str(root), episodes=[0]).meta
     assert sorted(int(s["index"]) for s in samples) == list(range(meta.episodes[3].dataset_from_index))
     assert np.all([read_frame_code(s[CAM0])[0] == int(s["index"]) for s in samples])
+
+
+@pytest.mark.slow
+def test_dl_run_serves_nan_with_a_warning_and_refuses_it_with_strict(broken, tmp_path):
+    root = broken(WARNED["nan_and_inf"][0])
+    fast = ["--duration", "0.5", "--warmup-batches", "1", "--single-proc-samples", "2", "--batch-size", "4",
+            "--num-workers", "0", "--ceiling-s", "0"]
+    served = dl_subprocess("run", "--root", root, *fast, "--out-dir", tmp_path / "a", cache_dir=tmp_path)
+    assert served.returncode == 0, served.stdout + served.stderr
+    warned = [line for line in (served.stdout + served.stderr).splitlines() if "NaN or inf" in line]
+    assert warned and all(line.startswith("warning: ") for line in warned)
+    refused = dl_subprocess("run", "--root", root, "--strict", *fast, "--out-dir", tmp_path / "b", cache_dir=tmp_path)
+    assert refused.returncode == 1 and "refused (strict)" in refused.stdout and "Traceback" not in refused.stdout

@@ -57,7 +57,7 @@ def _overlaps(found: Range, lo: int, hi: int) -> bool:
     return found is None or (found[0] <= hi and found[1] >= lo)
 
 
-_INDEXES: "OrderedDict[tuple[str, str], FileIndex]" = OrderedDict()
+_INDEXES: "OrderedDict[tuple[str, str, int | None], FileIndex]" = OrderedDict()
 _INDEXES_KEPT = 4096
 _WARNED: set[tuple[str, int]] = set()
 
@@ -68,7 +68,7 @@ def file_index(meta, path: str, pf: pq.ParquetFile | None = None) -> FileIndex:
     Raises:
         DatasetFormatError: the file is not readable parquet or has no `index` column.
     """
-    key = (meta.source.url, path)
+    key = (meta.source.url, path, meta.files.get(path))  # the listed size: a rewritten file is read again
     found = _INDEXES.get(key)
     if found is not None:
         _INDEXES.move_to_end(key)
