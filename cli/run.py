@@ -54,6 +54,11 @@ _DEFAULTS = RunSpec()
               help="Extra window in seconds on any key, e.g. observation.state=-0.1,0 (repeatable).")
 @click.option("--image-dtype", type=click.Choice(["float32", "uint8"]), help="Camera frames as float32 in [0, 1] "
               "or raw uint8 [float32].")
+@click.option("--tolerance-s", type=click.FloatRange(0, min_open=True), help="Serve a camera frame when its timestamp "
+              f"is less than this many seconds from the row's, as LeRobot's tolerance_s [{_DEFAULTS.tolerance_s}]; "
+              "raise it for recorded (wall-clock) timestamps: `dl validate` says which value serves them.")
+@click.option("--strict", is_flag=True, default=None, help="Refuse NaN or inf in float features instead of warning "
+              "(LeRobot serves them as stored).")
 @click.option("--batch-size", type=click.IntRange(1), help=f"[{_DEFAULTS.batch_size}]")
 @click.option("--num-workers", "workers", multiple=True,
               help=f"DataLoader workers; comma-separate or repeat to run several [{_DEFAULTS.num_workers}].")
@@ -242,7 +247,7 @@ def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, 
                                      **plugin_options(kind, name, items, f"--{kind}-option")}
     fields["resources"] = {**preset.get("resources", {}), **parse_key_values(resource, "--resource")}
     fields["source_options"].update(_remote_options(fields, *remote))
-    if episodes:
+    if episodes is not None:
         fields["episodes"] = parse_episodes(episodes)
     return RunSpec(**fields)
 

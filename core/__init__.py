@@ -26,6 +26,8 @@ holds them to it):
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
+from .contracts.errors import show_warnings_as_lines
+
 _EXPORTS = {
     "make_dataset": "host.api", "make_dataloader": "host.api", "assemble": "host.assembly",
     "make_mixture": "mixture.api", "MixtureDataset": "mixture.dataset",
@@ -34,6 +36,7 @@ _EXPORTS = {
     "images_to_float": "dataloader.frames",
     "DatasetMeta": "format.metadata", "EpisodeMeta": "format.metadata",
     "LoaderConfig": "contracts.config", "DataLoaderNeeds": "contracts.needs", "DlError": "contracts.errors",
+    "DlWarning": "contracts.errors",
     "hookimpl": "contracts.hookspecs", "Source": "contracts.source", "FileSpan": "contracts.source",
     "Decoder": "contracts.decoder", "DecodedFrames": "contracts.decoder", "FrameRequest": "contracts.decoder",
     "Loader": "contracts.loader", "Resumable": "contracts.loader", "ReportsStats": "contracts.loader",
@@ -46,6 +49,8 @@ except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0"
 
 __all__ = [*sorted(_EXPORTS), "__version__"]
+
+show_warnings_as_lines()  # dl's warnings print as one `warning: <file>: ...` line each
 
 
 def __getattr__(name: str):

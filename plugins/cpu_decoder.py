@@ -16,7 +16,6 @@ from dl.kits.video.torchcodec_video import (
     SEEK_MODES,
     TorchcodecDecoder,
     checked_resize,
-    decode_frames,
     decoder_bytes,
     open_video,
     stream_facts,
@@ -85,7 +84,7 @@ class CpuDecoder(TorchcodecDecoder):
         threads = min(len(decoders), self._process_cores() if self.camera_threads == "auto" else self.camera_threads)
 
         def one(r: FrameRequest) -> DecodedFrames:
-            return decode_frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
+            return self._frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
 
         if threads <= 1:
             return [one(r) for r in requests]
@@ -115,8 +114,10 @@ class CpuDecoder(TorchcodecDecoder):
         return self._cores[1]
 
     def probe(self, source: Source, path: str) -> dict:
-        """Stream facts, plus the `seek_mode` this decoder uses for the file ("approximate" or "exact")."""
-        return stream_facts(self._open(source, path))  # not cached: probes happen in the main process, once
+        """Stream facts, plus the `seek_mode` this decoder uses for the file ("approximate" or "exact"), from the
+        file's decoder in this process's cache (a loader probes a file the first time it decodes from it, so the
+        probe costs no second open)."""
+        return stream_facts(self._decoder(source, path))
 
 
 @hookimpl

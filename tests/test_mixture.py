@@ -153,3 +153,18 @@ def test_per_member_stats_and_their_aggregate(mixture_roots):
     assert merged["count"] == [len(together)]
     weighted = mix.stats.aggregated(weighted=True)["observation.state"]
     np.testing.assert_allclose(weighted["mean"], 0.25 * values[0].mean(0) + 0.75 * values[1].mean(0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("loader", ["map", "pool"])
+def test_image_features_are_cameras_of_the_mixture(dataset_factory, loader):
+    """Cameras stored as images in the data parquet (dtype "image") are mixture cameras like video ones."""
+    roots = [dataset_factory(episodes=3, frames_per_episode=(6, 10), cameras=2, image_cameras=(1,), codec="h264",
+                             gop=4, seed=seed) for seed in (0, 1)]
+    mix = dl.make_mixture([member(root, loader=loader) for root in roots])
+    assert mix.video_keys == [CAM, "observation.images.cam1"]
+    served = 0
+    for batch in dl.make_dataloader(mix, batch_size=4, num_workers=0):
+        for i, index in enumerate(batch["index"].tolist()):
+            assert [read_frame_code(batch[key][i]) for key in mix.video_keys] == [(index, 0), (index, 1)]
+            served += 1
+    assert served == sum(len(member(root)) for root in roots)

@@ -94,7 +94,7 @@ def _check_mixable(base: RunSpec, metas: list[DatasetMeta]) -> None:
 
 def _own_rename(rename: dict[str, str], meta: DatasetMeta) -> dict[str, str]:
     """The --mix-rename pairs that name a key of this member."""
-    keys = {*tabular_keys(meta), *meta.video_keys}
+    keys = {*tabular_keys(meta), *meta.camera_keys}
     return {k: v for k, v in rename.items() if k in keys}
 
 
@@ -151,7 +151,7 @@ class MixtureAssembly:
         """The result's `dataset`: the mixture's cameras and, per member, what a single dataset's summary holds."""
         members = [{"name": name, "root": m.source.url, "episodes": len(m.loader.episodes),
                     "frames": sum(e.length for e in m.loader.episodes), "fps": m.meta.fps,
-                    "cameras": m.meta.video_keys, "delta_timestamps": deltas[name], "weight": round(weight, 6)}
+                    "cameras": m.meta.camera_keys, "delta_timestamps": deltas[name], "weight": round(weight, 6)}
                    for name, m, weight in zip(self.loader.names, self.members, self.loader.weights, strict=True)]
         return {"root": " + ".join(m["root"] for m in members), "episodes": sum(m["episodes"] for m in members),
                 "frames": sum(m["frames"] for m in members), "cameras": self.loader.video_keys, "members": members}

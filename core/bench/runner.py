@@ -127,7 +127,7 @@ def _build(spec: RunSpec) -> tuple[Assembly, dict]:
     meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=snapshot)
     delta = {**mode_delta_timestamps(spec.mode, meta), **spec.delta_timestamps}
     config = LoaderConfig(episodes=spec.episodes, delta_timestamps=delta or None, image_dtype=spec.image_dtype,
-                          tolerance_s=spec.tolerance_s, seed=spec.seed)
+                          tolerance_s=spec.tolerance_s, strict=spec.strict, seed=spec.seed)
     built = build_loader(meta, spec.loader, spec.decoder, config=config, loader_options=spec.loader_options,
                          decoder_options=spec.decoder_options, wrap_decoder=TimedDecoder)
     return built, delta
@@ -330,7 +330,7 @@ def _dataset_summary(built: Assembly, delta: dict) -> dict:
         "episodes": len(episodes),
         "frames": sum(e.length for e in episodes),
         "fps": built.meta.fps,
-        "cameras": built.meta.video_keys,
+        "cameras": built.meta.camera_keys,
         "delta_timestamps": delta,
     }
 

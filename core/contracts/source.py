@@ -7,8 +7,10 @@ files. A wrapper that overrides these methods (retries, request counters, a loca
 every read.
 """
 
+import errno
 import os
 import posixpath
+import stat
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, BinaryIO
@@ -199,13 +201,49 @@ def file_facts(info: dict) -> str:
 
 
 def _walk_local(base: str, root: str) -> dict[str, int]:
-    out = {}
-    for dirpath, _, filenames in os.walk(base, followlinks=True):
-        for name in filenames:
-            full = os.path.join(dirpath, name)
+    """Files under `base`, following symbolic links: a link to a folder on the way down to it (a loop) is skipped
+    with a warning; a dangling link is not a file."""
+    out: dict[str, int] = {}
+    try:
+        start = os.stat(base)
+    except FileNotFoundError:
+        return out
+    pending = [(base, frozenset({(start.st_dev, start.st_ino)}))]
+    while pending:
+        folder, above = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
             try:
-                size = os.stat(full).st_size
-            except FileNotFoundError:  # a dangling link: not a file the dataset has
+                info = os.stat(entry.path)  # follows links
+            except OSError:  # dangling, or a loop the kernel refuses to resolve (ELOOP)
+                if entry.is_symlink() and os.path.lexists(entry.path) and _is_loop(entry.path):
+                    _warn_loop(entry.path, root, "it cannot be resolved")
                 continue
-            out[os.path.relpath(full, root).replace(os.sep, "/")] = size
+            if stat.S_ISDIR(info.st_mode):
+                if (info.st_dev, info.st_ino) in above:
+                    target = os.path.relpath(os.path.realpath(entry.path), root)
+                    _warn_loop(entry.path, root, f"it leads back to {target}/")
+                    continue
+                pending.append((entry.path, above | {(info.st_dev, info.st_ino)}))
+            else:
+                out[os.path.relpath(entry.path, root).replace(os.sep, "/")] = info.st_size
     return dict(sorted(out.items()))
+
+
+def _is_loop(path: str) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def _warn_loop(full: str, root: str, why: str) -> None:
+    from .errors import warn
+
+    rel = os.path.relpath(full, root).replace(os.sep, "/")
+    warn(f"{root}/{rel}: is a symbolic link loop ({why}); dl does not descend into it (LeRobot's loaders never reach "
+         "it).")

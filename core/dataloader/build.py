@@ -73,8 +73,9 @@ def loader_needs(loader: Loader) -> DataLoaderNeeds:
 
 
 def camera_keys(loader: Loader) -> list[str]:
-    """The camera keys of a loader's samples: its dataset's `meta.video_keys`, or a `Composite`'s `video_keys`."""
-    return list(loader.video_keys if isinstance(loader, Composite) else loader.meta.video_keys)
+    """The camera keys of a loader's samples (video and image features): its dataset's `meta.camera_keys`, or a
+    `Composite`'s `video_keys`."""
+    return list(loader.video_keys if isinstance(loader, Composite) else loader.meta.camera_keys)
 
 
 def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int = 0, seed: int = 0,

@@ -6,13 +6,22 @@ Everything is read once per run: `DatasetMeta` pickles with its listing into Dat
 lists nor re-reads anything (on the Hub or S3, every listing is a request)."""
 
 import json
+import math
 import posixpath
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
-from ..contracts.errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
+from ..contracts.errors import (
+    DatasetFormatError,
+    DlError,
+    MissingFilesError,
+    SourceFileNotFoundError,
+    format_indices,
+    warn,
+)
 from ..contracts.source import FileSpan, Source
-from .checks import check_episode_meta
+from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
+from .features import camera_keys, check_features, left_out, video_info
 
 SUPPORTED_VERSION = "v3.0"
 DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
@@ -63,9 +72,15 @@ class DatasetMeta:
         info: the parsed `meta/info.json`.
         fps: frames per second (info.json `fps`).
         features: the info.json feature table, `{key: {"dtype", "shape", ...}}`.
-        video_keys: the keys whose dtype is "video", in info.json order (the camera keys).
+        video_keys: the cameras stored as video (dtype "video"), in info.json order, less those left out.
+        image_keys: the cameras stored as PNG/JPEG bytes in the data parquet (dtype "image").
+        camera_keys: video and image keys, in info.json order (LeRobot's `camera_keys`).
+        left_out: `{key: why}`: features dl does not serve (`dl.format.features.left_out`), each named in a
+            one-line warning when loading.
         episodes: every episode by index.
         tasks: task strings by task_index.
+        subtasks: subtask strings by subtask_index (`meta/subtasks.parquet`, LeRobot 0.4.x annotations; {} when
+            absent): a dataset with a `subtask_index` feature gets a `subtask` string per sample, as in LeRobot.
         stats: the parsed `meta/stats.json` ({} when absent).
         files: `{relative path: size in bytes}` of every file under `meta/` and the top folders of
             `data_path` and `video_path`, listed once when loading.
@@ -75,12 +90,15 @@ class DatasetMeta:
     """
 
     def __init__(self, source: Source, info: dict, episodes: dict[int, EpisodeMeta], tasks: dict[int, str],
-                 stats: dict, files: dict[str, int]):
+                 stats: dict, files: dict[str, int], subtasks: dict[int, str] | None = None):
         self.source, self.info, self.episodes, self.tasks, self.stats = source, info, episodes, tasks, stats
-        self.files = files
+        self.files, self.subtasks = files, subtasks or {}
         self.fps: int = info["fps"]
         self.features: dict = info["features"]
-        self.video_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") == "video"]
+        self.left_out: dict[str, str] = left_out(self.features)
+        self.video_keys: list[str] = camera_keys(self.features, "video")
+        self.image_keys: list[str] = camera_keys(self.features, "image")
+        self.camera_keys: list[str] = [k for k in self.features if k in self.video_keys or k in self.image_keys]
 
     @classmethod
     def load(cls, source: Source) -> "DatasetMeta":
@@ -88,20 +106,25 @@ class DatasetMeta:
         of each top folder the path templates use, then the episodes, tasks and stats files."""
         info = _read_info(source)
         files: dict[str, int] = {}
-        folders = {"meta", *(_top_folder(source, info, k) for k in ("data_path", "video_path") if k in info)}
+        folders = {"meta", *(_top_folder(source, info, k) for k in ("data_path", "video_path") if info.get(k))}
         for folder in sorted(folders):
             files.update(source.list_files(folder))
         tasks = _read_tasks(source, files)
+        subtasks = _read_tasks(source, files, "meta/subtasks.parquet") if "meta/subtasks.parquet" in files else {}
         episodes = _read_episodes(source, info, files)
-        check_episode_meta(source.url, info, episodes)
+        check_rate(source.url, info["fps"], episodes)
+        check_totals(source.url, info, episodes)
+        for key, why in left_out(info["features"]).items():
+            warn(f"{source.url}/meta/info.json: feature {key} is {why}; dl leaves it out of the samples.")
         stats = _read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
-        return cls(source, info, episodes, tasks, stats, dict(sorted(files.items())))
+        return cls(source, info, episodes, tasks, stats, dict(sorted(files.items())), subtasks)
 
     def to_snapshot(self) -> dict:
         """Everything `load` read, JSON-ready, so another process can rebuild this object with
         `from_snapshot` without a single request."""
         return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
-                "stats": self.stats, "files": self.files, "episodes": [e.to_dict() for e in self.episodes.values()]}
+                "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats, "files": self.files,
+                "episodes": [e.to_dict() for e in self.episodes.values()]}
 
     @classmethod
     def from_snapshot(cls, source: Source, snapshot: dict) -> "DatasetMeta":
@@ -114,32 +137,53 @@ class DatasetMeta:
             raise DlError(f"metadata snapshot of {snapshot['url']} does not belong to {source.url}.")
         episodes = {e["index"]: EpisodeMeta.from_dict(e) for e in snapshot["episodes"]}
         tasks = {int(i): t for i, t in snapshot["tasks"]}
-        return cls(source, snapshot["info"], episodes, tasks, snapshot["stats"], snapshot["files"])
+        subtasks = {int(i): t for i, t in snapshot.get("subtasks", [])}
+        return cls(source, snapshot["info"], episodes, tasks, snapshot["stats"], snapshot["files"], subtasks)
 
     @cached_property
     def total_frames(self) -> int:
         """Frames over all episodes."""
         return sum(e.length for e in self.episodes.values())
 
+    @cached_property
+    def problems(self) -> dict[int, str]:
+        """`{episode index: what is wrong}` for every episode whose metadata cannot be served as is
+        (`dl.format.episode_checks.episode_problems`: index range against length, camera spans against length,
+        overlapping spans); `select` refuses a selection that includes one."""
+        return episode_problems(self.fps, self.episodes)
+
     def video_info(self, key: str) -> dict:
         """info.json's `info` of camera `key` (`video_info` in older writers): `video.codec`, `video.fps`...;
         {} when absent."""
-        feature = self.features[key]
-        return feature.get("info") or feature.get("video_info") or {}
+        return video_info(self.features[key])
 
     def info_codec(self, key: str) -> str | None:
         """The codec info.json claims for camera `key` (may disagree with the file: trust the stream)."""
         return self.video_info(key).get("video.codec")
 
     def select(self, episodes: list[int] | None) -> list[EpisodeMeta]:
-        """The episodes to load, ascending. `None` selects all.
+        """The episodes to load, ascending. `None` selects all: every episode info.json's `total_episodes` counts.
 
         Raises:
-            DlError: an index is not an episode of this dataset.
+            DlError: an index is not an episode of this dataset, or an empty selection.
+            DatasetFormatError: `None` while meta/episodes lacks episodes info.json counts (their data would be
+                dropped silently; a partial upload: select the episodes it has), or a selected episode's metadata
+                is wrong (`problems`).
             MissingFilesError: a data or video file of a selected episode does not exist (lists them all).
         """
         if episodes is None:
             chosen = sorted(self.episodes)
+            total = self.info.get("total_episodes")
+            absent = sorted(set(range(total)) - set(self.episodes)) if isinstance(total, int) else []
+            if absent:
+                raise DatasetFormatError(
+                    f"{self.source.url}: meta/info.json counts total_episodes={total} but meta/episodes has no row "
+                    f"for episode(s) {format_indices(absent)} (it has {len(self.episodes)}); their data would be "
+                    f"dropped silently. Select the episodes meta/episodes has (--episodes "
+                    f"{format_indices(chosen)}), or restore meta/episodes from the dataset's origin (a partial "
+                    "download or upload?).")
+        elif not episodes:
+            raise DlError(f"no episodes selected from {self.source.url}: the selection is empty.")
         else:
             unknown = sorted(set(episodes) - set(self.episodes))
             if unknown:
@@ -148,6 +192,13 @@ class DatasetMeta:
                     f"(it has episodes {format_indices(list(self.episodes))})."
                 )
             chosen = sorted(set(episodes))
+        wrong = {e: why for e, why in self.problems.items() if e in set(chosen)}
+        if wrong:
+            good = sorted(set(chosen) - set(wrong))
+            raise DatasetFormatError(
+                f"{self.source.url}/meta/episodes describes {len(wrong)} selected episode(s) wrongly: "
+                f"{describe_problems(wrong)}. Leave them out (--episodes {format_indices(good) or '(none left)'}) or "
+                "restore meta/episodes from the dataset's origin.")
         selected = [self.episodes[i] for i in chosen]
         self.check_files(selected)
         return selected
@@ -240,7 +291,12 @@ def _read_info(source: Source) -> dict:
     for key in ("fps", "features", "data_path"):
         if key not in info:
             raise DatasetFormatError(f"{source.url}/meta/info.json has no {key!r}.")
-    if any(f.get("dtype") == "video" for f in info["features"].values()) and "video_path" not in info:
+    fps = info["fps"]
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
+        raise DatasetFormatError(f"{source.url}/meta/info.json: fps is {fps!r}; it must be a positive number of "
+                                 "frames per second (the rate the dataset was recorded at, e.g. 30).")
+    check_features(source.url, info["features"])
+    if any(f.get("dtype") == "video" for f in info["features"].values()) and not info.get("video_path"):
         raise DatasetFormatError(f"{source.url}/meta/info.json has video features but no 'video_path'.")
     return info
 
@@ -264,25 +320,28 @@ def _read_parquet(source: Source, rel: str, skip_prefix: str | None = None):
                                  "dataset's origin.") from None
 
 
-def _read_tasks(source: Source, files: dict[str, int]) -> dict[int, str]:
-    if "meta/tasks.parquet" not in files:
-        raise DatasetFormatError(f"{source.url} has no meta/tasks.parquet.")
-    table = _read_parquet(source, "meta/tasks.parquet")
-    # LeRobot writes the task string as the pandas index (`__index_level_0__`); accept a `task` column too
-    text_col = next((c for c in ("task", "__index_level_0__") if c in table.column_names), None)
-    if text_col is None or "task_index" not in table.column_names:
+def _read_tasks(source: Source, files: dict[str, int], rel: str = "meta/tasks.parquet") -> dict[int, str]:
+    """Task (or subtask) strings by index from `rel`: LeRobot writes the string as the pandas index
+    (`__index_level_0__`) beside a `task_index` (`subtask_index`) column; a `task` (`subtask`) column is accepted
+    too."""
+    if rel not in files:
+        raise DatasetFormatError(f"{source.url} has no {rel}.")
+    table = _read_parquet(source, rel)
+    name = posixpath.basename(rel).removesuffix("s.parquet")
+    text_col = next((c for c in (name, "__index_level_0__") if c in table.column_names), None)
+    if text_col is None or f"{name}_index" not in table.column_names:
         raise DatasetFormatError(
-            f"{source.url}/meta/tasks.parquet needs a task_index column and the task string as a 'task' "
+            f"{source.url}/{rel} needs a {name}_index column and the {name} string as a '{name}' "
             f"column or pandas index; it has {table.column_names}."
         )
-    return dict(zip(table.column("task_index").to_pylist(), table.column(text_col).to_pylist(), strict=True))
+    return dict(zip(table.column(f"{name}_index").to_pylist(), table.column(text_col).to_pylist(), strict=True))
 
 
 def _read_episodes(source: Source, info: dict, files: dict[str, int]) -> dict[int, EpisodeMeta]:
     parts = [f for f in files if f.startswith("meta/episodes/") and f.endswith(".parquet")]
     if not parts:
         raise DatasetFormatError(f"{source.url} has no meta/episodes/**/*.parquet files.")
-    video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
+    video_keys = camera_keys(info["features"], "video")
     episodes: dict[int, EpisodeMeta] = {}
     for rel in parts:
         for row in _read_parquet(source, rel, skip_prefix="stats/").to_pylist():

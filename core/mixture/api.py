@@ -139,5 +139,5 @@ def _build(spec: Mapping, name: str, rename: dict[str, str], resize, config: dic
 def _present(rename: dict[str, str], loader) -> dict[str, str]:
     """The mapping given for every member, kept to the keys this member has (a member's own mapping is kept whole,
     so a key it lacks is an error)."""
-    keys = {*tabular_keys(loader.meta), *loader.meta.video_keys}
+    keys = {*tabular_keys(loader.meta), *loader.meta.camera_keys}
     return {k: v for k, v in rename.items() if k in keys}

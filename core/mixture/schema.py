@@ -55,9 +55,9 @@ def member_features(meta: DatasetMeta, delta_timestamps: dict | None, resize: tu
         shape = _windowed(tuple(feature.get("shape", [1])), key, windows)
         own[key] = Feature(key, feature.get("dtype", "int64"), shape)
     own["task"] = Feature("task", "string", ())
-    for key in meta.video_keys:
+    for key in meta.camera_keys:  # the decoder's resize applies to video; image features keep their size
         height, width, channels = meta.features[key]["shape"]
-        size = tuple(resize) if resize else (height, width)
+        size = tuple(resize) if resize and key in meta.video_keys else (height, width)
         own[key] = Feature(key, "video", _windowed((channels, *size), key, windows))
     unknown = sorted(set(name_of) - set(own))
     if unknown:

@@ -1,6 +1,7 @@
 """A memory-mapped Arrow IPC file holding the selected episodes' tabular rows, one record batch per
-episode, each column dense in its info.json dtype. Built once per (dataset files, episodes, keys) into
-dl's cache folder; every DataLoader worker maps the same pages, so tabular data costs no RSS per worker."""
+episode, each column dense in its info.json dtype (image features as their encoded bytes). Built once per (dataset
+files, episodes, keys) into dl's cache folder; every DataLoader worker maps the same pages, so tabular data costs
+no RSS per worker."""
 
 import hashlib
 import json
@@ -10,11 +11,12 @@ from itertools import groupby
 import numpy as np
 import pyarrow as pa
 
+from dl.format.columns import ImageColumn
 from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, table_to_arrays
 from dl.kits.paths import cache_dir
 
-FORMAT_VERSION = 2  # 2: built only from rows that passed dl.format.checks (which depend on fps)
+FORMAT_VERSION = 3  # 3: rows found by global index range; image features as binary columns
 
 
 class ArrowEpisodeStore:
@@ -59,9 +61,10 @@ def _write(meta: DatasetMeta, episodes: list[EpisodeMeta], keys: list[str], path
     writer = None
     next_i = 0
     try:
-        for _, group in groupby(sorted(episodes, key=lambda e: e.data_path), key=lambda e: e.data_path):
+        for data_path, group in groupby(sorted(episodes, key=lambda e: e.data_path), key=lambda e: e.data_path):
             for ep_index, table in read_episode_tables(meta, list(group), keys).items():
-                batches[order[ep_index]] = _dense_batch(episode_arrays(table, meta.features))
+                where = f"{meta.source.url}/{data_path} (episode {ep_index})"
+                batches[order[ep_index]] = _dense_batch(episode_arrays(table, meta.features, where))
             while next_i in batches:  # write in selection order, holding only out-of-order batches
                 batch = batches.pop(next_i)
                 writer = writer or pa.ipc.new_file(tmp, batch.schema)
@@ -78,7 +81,9 @@ def _dense_batch(arrays: EpisodeArrays) -> pa.RecordBatch:
     return pa.record_batch({key: _dense_array(values) for key, values in arrays.items()})
 
 
-def _dense_array(values: np.ndarray) -> pa.Array:
+def _dense_array(values: np.ndarray | ImageColumn) -> pa.Array:
+    if isinstance(values, ImageColumn):
+        return values.array
     if values.dtype == object:
         return pa.array(values.tolist())
     arr = pa.array(np.ascontiguousarray(values).reshape(-1))

@@ -12,7 +12,8 @@ from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.resume import ResumePosition
 from dl.dataloader.resume import config_hash
 from dl.dataloader.world import resolve_ranks
-from dl.format.checks import check_streams
+from dl.format.checks import check_selection
+from dl.format.locate import locate_all
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import tabular_keys
@@ -27,8 +28,10 @@ class MapDataset(torch.utils.data.Dataset):
     """Random access to every frame of the selected episodes, LeRobot `LeRobotDataset`-compatible.
 
     Position `i` (0 <= i < len) is the i-th frame of the selected episodes in ascending episode order,
-    the same order `LeRobotDataset(episodes=...)` uses, so `ds[i]` equals LeRobot's `ds[i]`. Tabular rows
-    live in a memory-mapped Arrow file (see `ArrowEpisodeStore`); frames are decoded per sample by the
+    the same order `LeRobotDataset(episodes=...)` uses, so `ds[i]` equals LeRobot's `ds[i]`. Tabular rows (and
+    the encoded images of image features) live in a memory-mapped Arrow file (see `ArrowEpisodeStore`), every row
+    checked when the loader is built (`dl.format.checks.check_selection`: the largest timestamp gap over the
+    selection against `tolerance_s`, NaN/inf counted into one warning); frames are decoded per sample by the
     decoder plugin, all of one camera's timestamps in one call.
 
     Order: `sampler` (an `EpochSampler`, given to the DataLoader by `dl.make_dataloader`) permutes every
@@ -39,10 +42,11 @@ class MapDataset(torch.utils.data.Dataset):
     Args:
         meta: the dataset metadata.
         decoder: a decoder plugin instance.
-        config: episodes, delta_timestamps, image_dtype, tolerance_s, seed, rank, world_size.
+        config: episodes, delta_timestamps, image_dtype, tolerance_s, strict, seed, rank, world_size.
 
     Raises:
         MissingFilesError: a selected episode's data or video file is missing.
+        DatasetFormatError, TimestampToleranceError: a selected episode's rows or videos would be served wrong.
         DlError: no episodes selected, or a bad delta_timestamps.
     """
 
@@ -55,12 +59,14 @@ class MapDataset(torch.utils.data.Dataset):
         self.rank, self.world_size = ranks.rank, ranks.world_size
         keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, keys, decoder, config)
-        check_streams(meta, decoder, self.episodes[0])
+        self.builder.check_streams(self.episodes)
         announce_download(meta, self.episodes)
         for ep in self.episodes:  # every selected episode is needed from the start
             meta.source.admit(ep.index, meta.file_spans(ep))
         meta.source.settle()  # local copies before DataLoader workers fork (no-op for local sources)
-        self.store = ArrowEpisodeStore.build(meta, self.episodes, keys)
+        locate_all(meta, self.episodes)  # one warning for episodes meta/episodes places in the wrong data file
+        self.store = ArrowEpisodeStore.build(meta, self.episodes, keys + meta.image_keys)
+        check_selection(meta, self.episodes, self.store.arrays, config.tolerance_s, config.strict)
         self.starts = np.cumsum([0] + [ep.length for ep in self.episodes])
         self.sampler = EpochSampler(len(self), self.rank, self.world_size, config.seed)
 

@@ -2,14 +2,13 @@
 decode of open chunks under a byte budget, exact and elastic resume and rank/worker splitting."""
 
 import time
-import warnings
 
 import numpy as np
 import torch.utils.data
 
 from dl.contracts.config import LoaderConfig
 from dl.contracts.decoder import Decoder
-from dl.contracts.errors import DlError
+from dl.contracts.errors import DlError, warn
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.resume import ResumePosition
 from dl.contracts.units import format_bytes, parse_bytes
@@ -17,10 +16,10 @@ from dl.dataloader.resume import config_hash, resumed_worker
 from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
-from dl.format.checks import check_streams
+from dl.format.checks import check_rows, report_nonfinite
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
-from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
+from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
@@ -103,7 +102,8 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.lengths = np.array([ep.length for ep in self.episodes], dtype=np.int64)
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
-        check_streams(meta, decoder, self.episodes[0])
+        self.builder.check_streams(self.episodes)
+        self._nonfinite_seen = False  # NaN/inf warned about in this process
         self.order = self._order(decode_chunk_frames)
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",
                                         "frames_decoded", "decode_buffer_bytes_peak"))
@@ -121,10 +121,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
             chunk_frames = int(min(MAX_AUTO_CHUNK_FRAMES, max(fitting, 1)))
         per_chunk = chunk_bytes(self.meta, chunk_frames, self.builder.deltas)
         if self.decode_budget < per_chunk:
-            warnings.warn(f"pool loader: decode_budget {format_bytes(self.decode_budget)}B holds no chunk of "
-                          f"{chunk_frames} frames ({format_bytes(per_chunk)}B with {len(self.meta.video_keys)} "
-                          "camera(s) and their window offsets); decoding each sample on its own. Raise decode_budget "
-                          "or lower decode_chunk_frames to decode in order.", stacklevel=3)
+            warn(f"pool loader: decode_budget {format_bytes(self.decode_budget)}B holds no chunk of "
+                 f"{chunk_frames} frames ({format_bytes(per_chunk)}B with {len(self.meta.video_keys)} "
+                 "camera(s) and their window offsets); decoding each sample on its own. Raise decode_budget "
+                 "or lower decode_chunk_frames to decode in order.")
             return PoolOrder(self.pool_size)
         return PoolOrder(self.pool_size, chunk_frames, self.decode_budget // per_chunk)
 
@@ -186,14 +186,14 @@ class PoolDataset(torch.utils.data.IterableDataset):
 
     def _warn_uneven(self, world: World, parts: list[np.ndarray], counts: list[int]) -> None:
         if len(parts[world.consumer]) == 0:
-            warnings.warn(f"pool loader: rank {world.rank} worker {world.worker} owns no episodes this epoch: "
-                          f"{len(self.episodes)} episodes for {world.num_consumers} consumers (world_size "
-                          f"{world.world_size} x {world.num_workers} workers). Use fewer workers.", stacklevel=3)
+            warn(f"pool loader: rank {world.rank} worker {world.worker} owns no episodes this epoch: "
+                 f"{len(self.episodes)} episodes for {world.num_consumers} consumers (world_size "
+                 f"{world.world_size} x {world.num_workers} workers). Use fewer workers.")
         per_rank = [sum(counts[r * world.num_workers:(r + 1) * world.num_workers]) for r in range(world.world_size)]
         if world.consumer == 0 and len(set(per_rank)) > 1:
-            warnings.warn(f"pool loader: ranks get {min(per_rank)} to {max(per_rank)} samples this epoch; ranks "
-                          "that finish early stop first (DDP may then wait on them). Pass drop_last=True to "
-                          "truncate every consumer to the smallest count.", stacklevel=3)
+            warn(f"pool loader: ranks get {min(per_rank)} to {max(per_rank)} samples this epoch; ranks "
+                 "that finish early stop first (DDP may then wait on them). Pass drop_last=True to "
+                 "truncate every consumer to the smallest count.")
 
     # ----------------------------------------------------------------------------------------- iteration
     def __iter__(self):
@@ -268,10 +268,15 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.meta.source.admit(ep.index, self.meta.file_spans(ep))
 
     def _read(self, e: int) -> EpisodeArrays:
+        """Episode `e`'s rows, checked as they are read (`dl.format.checks.check_rows`); NaN/inf values are warned
+        about for the first such episode in this process (`dl validate` counts them all), or refused (strict)."""
         ep = self.episodes[e]
-        arrays = episode_arrays(read_episode_tables(self.meta, [ep], self.keys)[ep.index], self.meta.features)
-        # own copies: zero-copy views would keep the whole Arrow batch they were read in alive
-        return {key: np.array(values) for key, values in arrays.items()}
+        arrays = read_episode_arrays(self.meta, ep, self.keys + self.meta.image_keys)
+        _, nonfinite = check_rows(self.meta, ep, arrays, self.config.tolerance_s)
+        if nonfinite and (self.config.strict or not self._nonfinite_seen):
+            self._nonfinite_seen = True
+            report_nonfinite(f"{self.meta.source.url}/{ep.data_path}", nonfinite, [ep.index], self.config.strict)
+        return arrays
 
     # ----------------------------------------------------------------------------------------- benchmark
     def reset_stats(self) -> None:

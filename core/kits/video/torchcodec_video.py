@@ -100,7 +100,11 @@ def decode_frames(decoder, source: Source, path: str, timestamps: list[float], r
         else:
             batch = decoder.get_frames_at(indices=indices)
     except RuntimeError as exc:
-        raise VideoDecodeError(f"decoding {source.url}/{path} at {timestamps} s failed: {reason(exc)}") from exc
+        at = (f"{timestamps[0]:.3f}-{timestamps[-1]:.3f} s ({len(timestamps)} frames)" if len(timestamps) > 3 else
+              f"{[round(t, 6) for t in timestamps]} s")
+        raise VideoDecodeError(f"decoding {source.url}/{path} at {at} failed: {reason(exc)}. The file's "
+                               "payload may be corrupt: `dl validate` decodes every frame to find the damaged "
+                               "files.") from exc
     return DecodedFrames(batch.data, batch.pts_seconds.to("cpu", torch.float64))
 
 
@@ -136,9 +140,18 @@ class TorchcodecDecoder(Decoder):
     def _decoder(self, source: Source, path: str):
         return self.cache.get((source.url, path), lambda: self._open(source, path))
 
+    def _frames(self, decoder, source: Source, path: str, timestamps: list[float], run: bool) -> DecodedFrames:
+        """`decode_frames`; a decoder that fails is dropped from `cache`, never used again (`DecoderCache.discard`:
+        after FFmpeg reported a corrupt payload, reusing its state crashed the process in 1 of 2 runs here)."""
+        try:
+            return decode_frames(decoder, source, path, timestamps, run)
+        except VideoDecodeError:
+            self.cache.discard((source.url, path))
+            raise
+
     def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=False)
+        return self._frames(self._decoder(source, path), source, path, timestamps, run=False)
 
     def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
         """One seek, then the frames in order (`get_frames_in_range`); not a run: as `frames_at`."""
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=True)
+        return self._frames(self._decoder(source, path), source, path, timestamps, run=True)
