@@ -61,7 +61,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     t_start = time.perf_counter()
     with PeakRssMonitor() as rss:
         progress("prepare", 0, 1)
-        built, delta = _build(spec)
+        built, delta, metadata_s = _build(spec)
         dataset, decoder = built.loader, built.decoder
         init_s = time.perf_counter() - t_start
         progress("prepare", 1, 1)
@@ -84,7 +84,6 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     loader_stats = _loader_stats(dataset, spec)
     source_stats = _source_stats(built.source, spec)
     resume = _resume_probe(dataset, loader, spec) if isinstance(dataset, Resumable) else {}
-    episodes = dataset.episodes
     cache = decoder.cache.stats()
     looked_up = cache["hits"] + cache["misses"]
     result = {
@@ -97,11 +96,13 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         "video_decoder_cache": {**cache, "hit_rate": round(cache["hits"] / looked_up, 4) if looked_up else None,
                                 **({"capacity_from": built.decoder_cache["capacity_from"]} if built.decoder_cache
                                    else {})},
-        "shuffle_randomness_ideal": round(ideal_distinct_fraction([e.length for e in episodes], spec.batch_size),
-                                          4),
+        "shuffle_randomness_ideal": round(ideal_distinct_fraction(episode_lengths(dataset.episodes),
+                                                                  spec.batch_size), 4),
         "decode_ceiling": ceiling,
         **({"decoder_calibration": spec.decoder_calibration} if spec.decoder_calibration else {}),
         "init_s": round(init_s, 3),
+        "metadata_s": round(metadata_s, 3),
+        "build_s": round(init_s - metadata_s, 3),
         "total_time_s": round(time.perf_counter() - t_start, 3),
         **resume,
         **loader_stats,
@@ -114,22 +115,21 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     return result
 
 
-def _build(spec: RunSpec) -> tuple[Assembly, dict]:
+def _build(spec: RunSpec) -> tuple[Assembly, dict, float]:
     """The plugins a spec names, through the one assembly path (metadata from the host's snapshot when it
-    wrote one, so this run lists and reads no metadata), the decoder wrapped in the decode timer."""
+    wrote one, so this run lists and reads no metadata and maps the episode columns), the decoder wrapped in
+    the decode timer; and the seconds the metadata took (the rest of the build is the loader's)."""
     if spec.root is None:
         raise DlError("the run spec has no root; `dl run` resolves the default dataset before it submits runs.")
-    snapshot = None
-    if spec.metadata_snapshot:
-        with open(spec.metadata_snapshot) as f:
-            snapshot = json.load(f)
-    meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=snapshot)
+    t0 = time.perf_counter()
+    meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=spec.metadata_snapshot)
+    metadata_s = time.perf_counter() - t0
     delta = {**mode_delta_timestamps(spec.mode, meta), **spec.delta_timestamps}
     config = LoaderConfig(episodes=spec.episodes, delta_timestamps=delta or None, image_dtype=spec.image_dtype,
                           tolerance_s=spec.tolerance_s, seed=spec.seed)
     built = build_loader(meta, spec.loader, spec.decoder, config=config, loader_options=spec.loader_options,
                          decoder_options=spec.decoder_options, wrap_decoder=TimedDecoder)
-    return built, delta
+    return built, delta, metadata_s
 
 
 def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) -> dict:
@@ -305,12 +305,19 @@ def _network_progress(source, progress: Progress, every_s: float = 0.5):
         thread.join()
 
 
+def episode_lengths(episodes) -> np.ndarray:
+    """Frames per episode of a loader's `episodes`: the selection's array (`dl.format.episodes.EpisodeSelection`),
+    or each `EpisodeMeta`'s length for a loader that lists them."""
+    lengths = getattr(episodes, "lengths", None)
+    return lengths if lengths is not None else np.array([e.length for e in episodes], dtype=np.int64)
+
+
 def _dataset_summary(built: Assembly, delta: dict) -> dict:
     episodes = built.loader.episodes
     return {
         "root": built.source.url,
         "episodes": len(episodes),
-        "frames": sum(e.length for e in episodes),
+        "frames": int(episode_lengths(episodes).sum()),
         "fps": built.meta.fps,
         "cameras": built.meta.video_keys,
         "delta_timestamps": delta,

@@ -57,31 +57,34 @@ def check_episode_table(url: str, index: int, fps: int, frame_index: np.ndarray,
                                  "meta/info.json, or leave this episode out.")
 
 
-def check_episode_meta(url: str, info: dict, episodes: dict) -> None:
+def check_episode_meta(url: str, info: dict, episodes) -> None:
     """Check meta/episodes against itself and info.json's totals.
 
     Refused: an episode whose `dataset_to_index - dataset_from_index` is not its `length`, and episodes
     that info.json's `total_episodes` counts but meta/episodes lacks (they would be dropped silently).
     Warned: a `total_frames` that disagrees with the episodes' lengths while every episode is present.
+    Vectorized over the episodes (`episodes`: a `dl.format.episodes.EpisodeColumns`).
 
     Raises:
         DatasetFormatError: as above, naming the episodes.
     """
-    for ep in episodes.values():
-        if ep.dataset_to_index - ep.dataset_from_index != ep.length:
-            raise DatasetFormatError(
-                f"{url}/meta/episodes: episode {ep.index} has length {ep.length} but spans global indices "
-                f"[{ep.dataset_from_index}, {ep.dataset_to_index}); restore meta/episodes from the dataset's origin.")
+    bad = np.flatnonzero(episodes.dataset_to_index - episodes.dataset_from_index != episodes.length)
+    if len(bad):
+        k = int(bad[0])
+        raise DatasetFormatError(
+            f"{url}/meta/episodes: episode {int(episodes.index[k])} has length {int(episodes.length[k])} but spans "
+            f"global indices [{int(episodes.dataset_from_index[k])}, {int(episodes.dataset_to_index[k])}); restore "
+            "meta/episodes from the dataset's origin.")
     total = info.get("total_episodes")
     if isinstance(total, int):
-        absent = sorted(set(range(total)) - set(episodes))
+        absent = np.setdiff1d(np.arange(total), episodes.index).tolist()
         if absent:
             raise DatasetFormatError(
                 f"{url}: meta/info.json counts total_episodes={total} but meta/episodes has no row for episode(s) "
                 f"{format_indices(absent)} (it has {len(episodes)}); their data would be dropped silently. Restore "
                 "meta/episodes from the dataset's origin (a partial download?).")
     frames = info.get("total_frames")
-    read = sum(ep.length for ep in episodes.values())
+    read = int(episodes.length.sum())
     if isinstance(frames, int) and frames != read:
         warnings.warn(f"{url}/meta/info.json says total_frames={frames}, but the episodes in meta/episodes hold "
                       f"{read} frames; dl serves the episodes' frames.", stacklevel=3)

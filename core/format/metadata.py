@@ -2,57 +2,31 @@
 and `meta/stats.json`, read once through a Source, plus one listing of each top folder the dataset uses.
 
 Everything is read once per run: `DatasetMeta` pickles with its listing into DataLoader workers, and
-`to_snapshot()` / `from_snapshot()` carry it to other processes (benchmark runs, ranks), so neither
-lists nor re-reads anything (on the Hub or S3, every listing is a request)."""
+`write_snapshot()` / `from_snapshot()` carry it to other processes (benchmark runs, ranks) as a small JSON
+file and a memory-mapped Arrow file of the episode columns, so none lists or re-reads anything (on the Hub
+or S3, every listing is a request) and every process shares the columns' pages. Episode metadata is held as
+columns (`dl.format.episodes`): a million episodes are a few arrays, and `EpisodeMeta` objects are views
+built on demand."""
 
 import json
+import os
 import posixpath
-from dataclasses import asdict, dataclass
 from functools import cached_property
+from pathlib import Path
+
+import numpy as np
 
 from ..contracts.errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
 from ..contracts.source import FileSpan, Source
 from .checks import check_episode_meta
+from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
+
+__all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
 
 SUPPORTED_VERSION = "v3.0"
 DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
-
-
-@dataclass(frozen=True)
-class VideoSpan:
-    """Where one camera's frames of one episode live: `path` (relative to the root) between
-    `from_timestamp` and `to_timestamp` (seconds, in the file's timeline)."""
-
-    path: str
-    from_timestamp: float
-    to_timestamp: float
-
-
-@dataclass(frozen=True)
-class EpisodeMeta:
-    """One episode: its `length` in frames, its global frame indices
-    [`dataset_from_index`, `dataset_to_index`), its data file and its video span per camera key."""
-
-    index: int
-    length: int
-    dataset_from_index: int
-    dataset_to_index: int
-    data_path: str
-    videos: dict[str, VideoSpan]
-    tasks: tuple[str, ...]
-
-    def files(self) -> list[str]:
-        """Every file this episode needs, relative to the root."""
-        return [self.data_path, *(v.path for v in self.videos.values())]
-
-    def to_dict(self) -> dict:
-        """Plain dict (JSON-ready); `from_dict` inverts it."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "EpisodeMeta":
-        videos = {k: VideoSpan(**v) for k, v in data["videos"].items()}
-        return cls(**{**data, "videos": videos, "tasks": tuple(data["tasks"])})
+SNAPSHOT_FILE, SNAPSHOT_EPISODES = "metadata.json", "episodes.arrow"
+"""The two files of a metadata snapshot (`DatasetMeta.write_snapshot`)."""
 
 
 class DatasetMeta:
@@ -64,7 +38,9 @@ class DatasetMeta:
         fps: frames per second (info.json `fps`).
         features: the info.json feature table, `{key: {"dtype", "shape", ...}}`.
         video_keys: the keys whose dtype is "video", in info.json order (the camera keys).
-        episodes: every episode by index.
+        columns: every episode's metadata as arrays (`dl.format.episodes.EpisodeColumns`): what loaders,
+            samplers and partitions read.
+        episodes: every episode by index, a read-only mapping that builds each `EpisodeMeta` on demand.
         tasks: task strings by task_index.
         stats: the parsed `meta/stats.json` ({} when absent).
         files: `{relative path: size in bytes}` of every file under `meta/` and the top folders of
@@ -74,9 +50,10 @@ class DatasetMeta:
         DatasetFormatError: not a v3.0 dataset, or metadata missing/inconsistent.
     """
 
-    def __init__(self, source: Source, info: dict, episodes: dict[int, EpisodeMeta], tasks: dict[int, str],
-                 stats: dict, files: dict[str, int]):
-        self.source, self.info, self.episodes, self.tasks, self.stats = source, info, episodes, tasks, stats
+    def __init__(self, source: Source, info: dict, columns: EpisodeColumns, tasks: dict[int, str], stats: dict,
+                 files: dict[str, int]):
+        self.source, self.info, self.columns, self.tasks, self.stats = source, info, columns, tasks, stats
+        self.episodes = EpisodeMapping(columns)
         self.files = files
         self.fps: int = info["fps"]
         self.features: dict = info["features"]
@@ -85,41 +62,54 @@ class DatasetMeta:
     @classmethod
     def load(cls, source: Source) -> "DatasetMeta":
         """Read and validate the metadata under `source`: info.json first, then one listing of `meta/` and
-        of each top folder the path templates use, then the episodes, tasks and stats files."""
+        of each top folder the path templates use, then the episodes, tasks and stats files (one read each)."""
         info = _read_info(source)
         files: dict[str, int] = {}
         folders = {"meta", *(_top_folder(source, info, k) for k in ("data_path", "video_path") if k in info)}
         for folder in sorted(folders):
             files.update(source.list_files(folder))
         tasks = _read_tasks(source, files)
-        episodes = _read_episodes(source, info, files)
-        check_episode_meta(source.url, info, episodes)
+        columns = _read_episodes(source, info, files)
+        check_episode_meta(source.url, info, columns)
         stats = _read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
-        return cls(source, info, episodes, tasks, stats, dict(sorted(files.items())))
+        return cls(source, info, columns, tasks, stats, dict(sorted(files.items())))
 
-    def to_snapshot(self) -> dict:
-        """Everything `load` read, JSON-ready, so another process can rebuild this object with
-        `from_snapshot` without a single request."""
-        return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
-                "stats": self.stats, "files": self.files, "episodes": [e.to_dict() for e in self.episodes.values()]}
+    def write_snapshot(self, folder: str | os.PathLike) -> str:
+        """Write everything `load` read into `folder` (created if missing): `metadata.json` (info, tasks, stats,
+        the listing) and `episodes.arrow` (the episode columns, memory-mappable), so another process rebuilds
+        this object with `from_snapshot` without a single request and maps the columns instead of copying them.
+        Returns the path of `metadata.json` (what crosses to runs and ranks)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.columns.write(str(folder / SNAPSHOT_EPISODES))
+        snapshot = {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
+                    "stats": self.stats, "files": self.files, "episodes": SNAPSHOT_EPISODES}
+        path = folder / SNAPSHOT_FILE
+        path.write_text(json.dumps(snapshot))
+        return str(path.resolve())
 
     @classmethod
-    def from_snapshot(cls, source: Source, snapshot: dict) -> "DatasetMeta":
-        """Rebuild from `to_snapshot()` output, on a `source` for the same dataset.
+    def from_snapshot(cls, source: Source, path: str | os.PathLike) -> "DatasetMeta":
+        """Rebuild from a `write_snapshot()` folder's `metadata.json`, on a `source` for the same dataset; the
+        episode columns are mapped from the file beside it.
 
         Raises:
-            DlError: the snapshot was taken from another dataset root.
+            DlError: the snapshot was taken from another dataset root, or is not readable.
         """
+        try:
+            snapshot = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise DlError(f"cannot read the metadata snapshot {path}: {exc}.") from None
         if snapshot["url"] != source.url:
             raise DlError(f"metadata snapshot of {snapshot['url']} does not belong to {source.url}.")
-        episodes = {e["index"]: EpisodeMeta.from_dict(e) for e in snapshot["episodes"]}
+        columns = EpisodeColumns.open(str(Path(path).parent / snapshot["episodes"]))
         tasks = {int(i): t for i, t in snapshot["tasks"]}
-        return cls(source, snapshot["info"], episodes, tasks, snapshot["stats"], snapshot["files"])
+        return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"])
 
     @cached_property
     def total_frames(self) -> int:
         """Frames over all episodes."""
-        return sum(e.length for e in self.episodes.values())
+        return int(self.columns.length.sum())
 
     def video_info(self, key: str) -> dict:
         """info.json's `info` of camera `key` (`video_info` in older writers): `video.codec`, `video.fps`...;
@@ -131,52 +121,71 @@ class DatasetMeta:
         """The codec info.json claims for camera `key` (may disagree with the file: trust the stream)."""
         return self.video_info(key).get("video.codec")
 
-    def select(self, episodes: list[int] | None) -> list[EpisodeMeta]:
-        """The episodes to load, ascending. `None` selects all.
+    def select(self, episodes: list[int] | None) -> EpisodeSelection:
+        """The episodes to load, ascending, as a sequence of `EpisodeMeta` views with their fields as arrays
+        (`dl.format.episodes.EpisodeSelection`). `None` selects all.
 
         Raises:
             DlError: an index is not an episode of this dataset.
             MissingFilesError: a data or video file of a selected episode does not exist (lists them all).
         """
         if episodes is None:
-            chosen = sorted(self.episodes)
+            positions = np.arange(len(self.columns), dtype=np.int64)
         else:
-            unknown = sorted(set(episodes) - set(self.episodes))
-            if unknown:
+            positions, unknown = self.columns.positions(np.unique(np.asarray(list(episodes), dtype=np.int64)))
+            if len(unknown):
                 raise DlError(
-                    f"episode(s) {format_indices(unknown)} are not in {self.source.url} "
-                    f"(it has episodes {format_indices(list(self.episodes))})."
+                    f"episode(s) {format_indices(unknown.tolist())} are not in {self.source.url} "
+                    f"(it has episodes {format_indices(self.columns.index.tolist())})."
                 )
-            chosen = sorted(set(episodes))
-        selected = [self.episodes[i] for i in chosen]
+        selected = EpisodeSelection(self.columns, positions)
         self.check_files(selected)
         return selected
 
-    def missing_files(self, episodes: list[EpisodeMeta]) -> dict[str, list[int]]:
-        """Files the given episodes need that do not exist: `{relative path: [episode indices]}`.
+    def _selection(self, episodes) -> EpisodeSelection:
+        if isinstance(episodes, EpisodeSelection):
+            return episodes
+        positions, unknown = self.columns.positions([ep.index for ep in episodes])
+        if len(unknown):
+            raise DlError(f"episode(s) {format_indices(unknown.tolist())} are not in {self.source.url}.")
+        return EpisodeSelection(self.columns, positions)
+
+    def _needed(self, selection: EpisodeSelection) -> list[tuple[str, np.ndarray]]:
+        """(path, int64 episode indices needing it, ascending) for every file the selection needs."""
+        cols, at = self.columns, selection.positions
+        index = cols.index[at]
+        needed: list[tuple[str, np.ndarray]] = []
+        if not len(at):
+            return needed
+        for ids, paths in [(cols.data_file[at], cols.data_paths),
+                           *((cols.video_file[k][at], cols.video_paths[k]) for k in cols.video_keys)]:
+            order = np.argsort(ids, kind="stable")
+            distinct, starts = np.unique(ids[order], return_index=True)
+            for file_id, part in zip(distinct.tolist(), np.split(order, starts[1:]), strict=True):
+                needed.append((paths[file_id], np.sort(index[part])))
+        return needed
+
+    def missing_files(self, episodes) -> dict[str, list[int]]:
+        """Files the given episodes (an `EpisodeSelection`, or `EpisodeMeta`s of this dataset) need that do
+        not exist: `{relative path: [episode indices]}`.
 
         Raises:
             UnsafePathError: a path (from info.json's templates) is absolute or leaves the dataset root.
         """
-        needed: dict[str, list[int]] = {}
-        for ep in episodes:
-            for f in ep.files():
-                if f not in needed:
-                    self.source.path(f)  # refuses a path that escapes the root, before it looks "missing"
-                needed.setdefault(f, []).append(ep.index)
-        present = self._existing_files()
-        return {f: eps for f, eps in sorted(needed.items()) if f not in present}
+        missing: dict[str, list[int]] = {}
+        for path, indices in self._needed(self._selection(episodes)):
+            self.source.path(path)  # refuses a path that escapes the root, before it looks "missing"
+            if path not in self.files:
+                missing.setdefault(path, []).extend(indices.tolist())
+        return {f: sorted(set(eps)) for f, eps in sorted(missing.items())}
 
-    def check_files(self, episodes: list[EpisodeMeta]) -> None:
+    def check_files(self, episodes) -> None:
         """Raise MissingFilesError naming every missing file of `episodes`."""
         missing = self.missing_files(episodes)
         if missing:
             eps = sorted({e for v in missing.values() for e in v})
-            usable = sorted({ep.index for ep in episodes} - set(eps))
+            usable = np.setdiff1d(self._selection(episodes).index, eps).tolist()
             raise MissingFilesError(self.source.url, list(missing), eps, usable)
-
-    def _existing_files(self) -> set[str]:
-        return set(self.files)
 
     def file_spans(self, episode: EpisodeMeta) -> list[FileSpan]:
         """What `episode` needs, for `Source.admit`: its data file and each camera's video file, whole, with
@@ -190,14 +199,46 @@ class DatasetMeta:
             spans.append(FileSpan(video.path, size=self.files.get(video.path), share=share))
         return spans
 
+    def grouped_file_spans(self, selection: EpisodeSelection) -> list[tuple[int, list[FileSpan]]]:
+        """What a loader that needs every selected episode at once (`map`) admits: one entry per group of
+        selected episodes that need the same files, `(the group's first episode index, its FileSpans)`, each
+        span's `share` summed over the group's episodes (so a dataset of a million episodes in a thousand
+        files is a thousand admissions, not a million)."""
+        cols, at = self.columns, selection.positions
+        if not len(at):
+            return []
+        keys = np.stack([cols.data_file[at], *(cols.video_file[k][at] for k in cols.video_keys)], axis=1)
+        _, group = np.unique(keys, axis=0, return_inverse=True)
+        group = group.reshape(-1)
+        order = np.argsort(group, kind="stable")
+        out = []
+        for part in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
+            first = at[part]
+            data = cols.data_paths[cols.data_file[first[0]]]
+            spans = [FileSpan(data, size=self.files.get(data),
+                              share=float(cols.length[first].sum()) / self._file_totals[data])]
+            for key in cols.video_keys:
+                path = cols.video_paths[key][cols.video_file[key][first[0]]]
+                total = self._file_totals[path]
+                span = float((cols.to_timestamp[key][first] - cols.from_timestamp[key][first]).sum())
+                spans.append(FileSpan(path, size=self.files.get(path), share=span / total if total > 0 else 1.0))
+            out.append((int(cols.index[first].min()), spans))
+        return sorted(out, key=lambda entry: entry[0])
+
     @cached_property
     def _file_totals(self) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for ep in self.episodes.values():
-            totals[ep.data_path] = totals.get(ep.data_path, 0) + ep.length
-            for video in ep.videos.values():
-                totals[video.path] = totals.get(video.path, 0) + video.to_timestamp - video.from_timestamp
+        cols = self.columns
+        totals = _sum_by(cols.data_file, cols.length.astype(np.float64), cols.data_paths)
+        for key in cols.video_keys:
+            spans = cols.to_timestamp[key] - cols.from_timestamp[key]
+            for path, total in _sum_by(cols.video_file[key], spans, cols.video_paths[key]).items():
+                totals[path] = totals.get(path, 0.0) + total
         return totals
+
+
+def _sum_by(ids: np.ndarray, values: np.ndarray, names: list[str]) -> dict[str, float]:
+    sums = np.bincount(ids, weights=values, minlength=len(names))
+    return {name: float(total) for name, total in zip(names, sums.tolist(), strict=True)}
 
 
 def _top_folder(source: Source, info: dict, key: str) -> str:
@@ -278,39 +319,9 @@ def _read_tasks(source: Source, files: dict[str, int]) -> dict[int, str]:
     return dict(zip(table.column("task_index").to_pylist(), table.column(text_col).to_pylist(), strict=True))
 
 
-def _read_episodes(source: Source, info: dict, files: dict[str, int]) -> dict[int, EpisodeMeta]:
+def _read_episodes(source: Source, info: dict, files: dict[str, int]) -> EpisodeColumns:
     parts = [f for f in files if f.startswith("meta/episodes/") and f.endswith(".parquet")]
     if not parts:
         raise DatasetFormatError(f"{source.url} has no meta/episodes/**/*.parquet files.")
-    video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
-    episodes: dict[int, EpisodeMeta] = {}
-    for rel in parts:
-        for row in _read_parquet(source, rel, skip_prefix="stats/").to_pylist():
-            try:
-                ep = _episode_from_row(row, info, video_keys)
-            except KeyError as exc:
-                raise DatasetFormatError(f"{source.url}/{rel}: episode row lacks column {exc}.") from None
-            episodes[ep.index] = ep
-    return dict(sorted(episodes.items()))
-
-
-def _episode_from_row(row: dict, info: dict, video_keys: list[str]) -> EpisodeMeta:
-    data_path = info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
-    videos = {
-        key: VideoSpan(
-            info["video_path"].format(video_key=key, chunk_index=row[f"videos/{key}/chunk_index"],
-                                      file_index=row[f"videos/{key}/file_index"]),
-            float(row[f"videos/{key}/from_timestamp"]),
-            float(row[f"videos/{key}/to_timestamp"]),
-        )
-        for key in video_keys
-    }
-    return EpisodeMeta(
-        index=int(row["episode_index"]),
-        length=int(row["length"]),
-        dataset_from_index=int(row["dataset_from_index"]),
-        dataset_to_index=int(row["dataset_to_index"]),
-        data_path=data_path,
-        videos=videos,
-        tasks=tuple(row.get("tasks") or ()),
-    )
+    tables = [(rel, _read_parquet(source, rel, skip_prefix="stats/")) for rel in parts]
+    return EpisodeColumns.from_tables(source.url, info, tables)

@@ -19,7 +19,7 @@ from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
 from dl.format.checks import check_streams
-from dl.format.metadata import DatasetMeta
+from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
 
@@ -97,11 +97,11 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.pool_size, self.drop_last = episode_pool_size, bool(drop_last)
         self.meta, self.decoder, self.config = meta, decoder, config
         self.episodes = meta.select(config.episodes)
-        if not self.episodes:
+        if not len(self.episodes):
             raise DlError(f"no episodes selected from {meta.source.url}.")
         ranks = resolve_ranks(config.rank, config.world_size)
         self.rank, self.world_size = ranks.rank, ranks.world_size
-        self.lengths = np.array([ep.length for ep in self.episodes], dtype=np.int64)
+        self.lengths = self.episodes.lengths
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
         check_streams(meta, decoder, self.episodes[0])
@@ -148,7 +148,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
     def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
         """What a resume must not change: the episodes, pool size, seed and drop_last, and with chunks the chunk
         length and the number of open chunks (the decode budget counts only through it)."""
-        invariants = {"episodes": config_hash([ep.index for ep in self.episodes]),
+        invariants = {"episodes": config_hash(self.episodes.index.tolist()),
                       "episode_pool_size": self.pool_size, "seed": self.config.seed, "drop_last": self.drop_last}
         if self.order.open_chunks:
             invariants.update(decode_chunk_frames=self.order.chunk_frames, decode_open_chunks=self.order.open_chunks)
@@ -227,16 +227,17 @@ class PoolDataset(torch.utils.data.IterableDataset):
             self._admit(e)
         pool.on_admit = self._admit
         buffer = DecodeBuffer(self.builder, self.counters) if isinstance(pool, ChunkPool) else None
-        rows: dict[int, EpisodeArrays] = {}
+        rows: dict[int, tuple[EpisodeMeta, EpisodeArrays]] = {}
         try:
             for _ in range(count - skip):
                 e, row, last = next(pool)
-                arrays = rows.get(e)
-                if arrays is None:  # first frame of an admitted episode: read its rows now
-                    arrays = rows[e] = self._read(e)
+                held = rows.get(e)
+                if held is None:  # first frame of an admitted episode: read its rows now
+                    held = rows[e] = self._read(e)
                     self.counters.add("episodes_admitted")
-                    self.counters.set_max("pool_bytes_peak", sum(a.nbytes for x in rows.values() for a in x.values()))
-                episode = self.episodes[e]
+                    self.counters.set_max("pool_bytes_peak",
+                                          sum(a.nbytes for _, x in rows.values() for a in x.values()))
+                episode, arrays = held
                 sample, queries = self.builder.tabular(arrays, row)
                 decoded = None
                 if buffer is not None:  # the frames come from the chunk's decoded run(s)
@@ -252,17 +253,17 @@ class PoolDataset(torch.utils.data.IterableDataset):
         finally:
             pool.on_admit = None
             for e in pool.open_episodes():
-                self.meta.source.release(self.episodes[e].index)
+                self.meta.source.release(int(self.episodes.index[e]))
 
     def _admit(self, e: int) -> None:
         ep = self.episodes[e]
         self.meta.source.admit(ep.index, self.meta.file_spans(ep))
 
-    def _read(self, e: int) -> EpisodeArrays:
+    def _read(self, e: int) -> tuple[EpisodeMeta, EpisodeArrays]:
         ep = self.episodes[e]
         arrays = episode_arrays(read_episode_tables(self.meta, [ep], self.keys)[ep.index], self.meta.features)
         # own copies: zero-copy views would keep the whole Arrow batch they were read in alive
-        return {key: np.array(values) for key, values in arrays.items()}
+        return ep, {key: np.array(values) for key, values in arrays.items()}
 
     # ----------------------------------------------------------------------------------------- benchmark
     def reset_stats(self) -> None:
