@@ -77,7 +77,9 @@ def check_episode_meta(url: str, info: dict, episodes) -> None:
             "meta/episodes from the dataset's origin.")
     total = info.get("total_episodes")
     if isinstance(total, int):
-        absent = np.setdiff1d(np.arange(total), episodes.index).tolist()
+        listed = np.ones(max(total, 0), dtype=bool)
+        listed[episodes.index[(episodes.index >= 0) & (episodes.index < total)]] = False
+        absent = np.flatnonzero(listed).tolist()
         if absent:
             raise DatasetFormatError(
                 f"{url}: meta/info.json counts total_episodes={total} but meta/episodes has no row for episode(s) "

@@ -15,11 +15,12 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from ..contracts.errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
 from ..contracts.source import FileSpan, Source
 from .checks import check_episode_meta
-from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
+from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan, distinct_rows
 
 __all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
 
@@ -72,6 +73,7 @@ class DatasetMeta:
         columns = _read_episodes(source, info, files)
         check_episode_meta(source.url, info, columns)
         stats = _read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
+        pa.default_memory_pool().release_unused()  # the parquet reads' buffers: DataLoader workers fork from here
         return cls(source, info, columns, tasks, stats, dict(sorted(files.items())))
 
     def write_snapshot(self, folder: str | os.PathLike) -> str:
@@ -184,7 +186,8 @@ class DatasetMeta:
         missing = self.missing_files(episodes)
         if missing:
             eps = sorted({e for v in missing.values() for e in v})
-            usable = np.setdiff1d(self._selection(episodes).index, eps).tolist()
+            selected = self._selection(episodes).index
+            usable = selected[~np.isin(selected, eps)].tolist()
             raise MissingFilesError(self.source.url, list(missing), eps, usable)
 
     def file_spans(self, episode: EpisodeMeta) -> list[FileSpan]:
@@ -207,9 +210,8 @@ class DatasetMeta:
         cols, at = self.columns, selection.positions
         if not len(at):
             return []
-        keys = np.stack([cols.data_file[at], *(cols.video_file[k][at] for k in cols.video_keys)], axis=1)
-        _, group = np.unique(keys, axis=0, return_inverse=True)
-        group = group.reshape(-1)
+        _, group = distinct_rows(np.stack([cols.data_file[at], *(cols.video_file[k][at] for k in cols.video_keys)],
+                                          axis=1))
         order = np.argsort(group, kind="stable")
         out = []
         for part in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
@@ -288,7 +290,6 @@ def _read_info(source: Source) -> dict:
 
 def _read_parquet(source: Source, rel: str, skip_prefix: str | None = None):
     """The whole table of a small metadata parquet file (one read), leaving out columns named `skip_prefix*`."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     # copied into Arrow-owned memory: a buffer borrowed from a Python bytes object may be released by an Arrow
