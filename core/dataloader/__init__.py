@@ -6,8 +6,9 @@
   into reused shared memory, small tensors inside the pickled batch, float32 converted while stacking).
 - `resume`, `elastic`: exact and elastic mid-epoch resume from counters; `shared_counters`: counters in
   shared memory, read across DataLoader workers.
-- `world`: ranks, world size and workers resolved in one place; `seeding`: every generator a pure function
-  of (seed, epoch, purpose, ids); `shuffle`: shuffle quality and its ceiling.
+- `world`: ranks, world size and workers resolved in one place; `rendezvous`: the store where a launcher's
+  ranks meet, on a port it holds; `seeding`: every generator a pure function of (seed, epoch, purpose, ids);
+  `shuffle`: shuffle quality and its ceiling.
 
 May import: `dl.contracts`.
 """
