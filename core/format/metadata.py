@@ -76,18 +76,22 @@ class DatasetMeta:
         pa.default_memory_pool().release_unused()  # the parquet reads' buffers: DataLoader workers fork from here
         return cls(source, info, columns, tasks, stats, dict(sorted(files.items())))
 
+    def to_snapshot(self) -> dict:
+        """What `load` read besides the episode columns, JSON-ready: the url, info.json, tasks, stats.json and the
+        listing (`write_snapshot` writes it with the columns beside it)."""
+        return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
+                "stats": self.stats, "files": self.files}
+
     def write_snapshot(self, folder: str | os.PathLike) -> str:
-        """Write everything `load` read into `folder` (created if missing): `metadata.json` (info, tasks, stats,
-        the listing) and `episodes.arrow` (the episode columns, memory-mappable), so another process rebuilds
-        this object with `from_snapshot` without a single request and maps the columns instead of copying them.
-        Returns the path of `metadata.json` (what crosses to runs and ranks)."""
+        """Write everything `load` read into `folder` (created if missing): `metadata.json` (`to_snapshot()`) and
+        `episodes.arrow` (the episode columns, memory-mappable), so another process rebuilds this object with
+        `from_snapshot` without a single request and maps the columns instead of copying them. Returns the path
+        of `metadata.json` (what crosses to runs and ranks)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.columns.write(str(folder / SNAPSHOT_EPISODES))
-        snapshot = {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
-                    "stats": self.stats, "files": self.files, "episodes": SNAPSHOT_EPISODES}
         path = folder / SNAPSHOT_FILE
-        path.write_text(json.dumps(snapshot))
+        path.write_text(json.dumps({**self.to_snapshot(), "episodes": SNAPSHOT_EPISODES}))
         return str(path.resolve())
 
     @classmethod

@@ -15,7 +15,9 @@ What it checks, on generated datasets (`dl.testing.synthetic`), through `dl.make
   merged with `dl.dataloader.elastic.merge_states`, resumed by W' ranks x N' workers (batch size B'): the frames not
   yet emitted come exactly once, the same ones for the same seed, and the next epoch is whole;
 - values equal to the `map` loader's at the same global index, windows and `{key}_is_pad` included;
-- the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn).
+- the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn);
+- thousands of tiny episodes (`MANY`): every frame once over 2 ranks x 2 workers and an exact resume, in
+  seconds (start-up and per-epoch work must not be per-episode Python objects copied into every worker).
 Cut points and world shapes are drawn by hypothesis, derandomized so a run is repeatable.
 """
 
@@ -38,6 +40,11 @@ VIDEO = SyntheticConfig(episodes=4, frames_per_episode=(12, 20), cameras=2, code
 """Two H.264 cameras, for value checks against `map`."""
 ORDER_VIDEO = dataclasses.replace(TABULAR, cameras=1, width=64, height=64, codec="h264", gop=4)
 """`TABULAR` with one small H.264 camera (12 KB frames), for loaders whose order depends on their videos."""
+
+MANY = SyntheticConfig(episodes=2000, frames_per_episode=(1, 3), cameras=0, episodes_per_file=700,
+                       row_group_size=512, tasks=3)
+"""Two thousand one-to-three-frame episodes in 3 files, no video: the shape of the Hub's largest datasets' metadata,
+small enough to run in seconds."""
 
 SUITE_SETTINGS = settings(max_examples=8, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
@@ -70,6 +77,11 @@ class LoaderSuite:
     @classmethod
     def tabular_root(cls, tmp_path_factory):
         return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "tabular", cls.order_dataset)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def many_root(cls, tmp_path_factory):
+        return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "many", MANY)
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -225,6 +237,28 @@ class LoaderSuite:
                     assert sample[key] == value, f"{key} differs at index {int(sample['index'])}"
             checked += 1
         assert checked == len(self.every_index(dataset))
+
+    # ------------------------------------------------------------------------------------ scale
+    def test_many_tiny_episodes(self, many_root):
+        """Every frame of thousands of episodes once over 2 ranks x 2 workers; a cut epoch resumes exactly."""
+        batch = {"batch_size": 64}
+        seen = []
+        for rank in range(2):
+            dataset = self.make(many_root, seed=4, rank=rank, world_size=2)
+            assert len(dataset.episodes) == MANY.episodes
+            seen += [i for b in self.indices(self.dataloader(dataset, 2, **batch)) for i in b]
+        assert Counter(seen) == Counter(self.every_index(dataset)), "not every frame exactly once"
+        dataset = self.make(many_root, seed=4)
+        if not isinstance(dataset, Resumable):
+            return
+        expected = self.indices(self.dataloader(dataset, 2, **batch))
+        interrupted = self.dataloader(self.make(many_root, seed=4), 2, **batch)
+        got = self.indices(itertools.islice(interrupted, len(expected) // 2))
+        state = interrupted.state_dict()
+        del interrupted
+        resumed = self.dataloader(self.make(many_root, seed=4), 2, **batch)
+        resumed.load_state_dict(state)
+        assert got + self.indices(resumed) == expected
 
     def test_spawned_workers(self, tabular_root):
         dataset = self.make(tabular_root, seed=1)
