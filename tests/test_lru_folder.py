@@ -109,3 +109,17 @@ def test_string_columns_are_served_row_by_row(small_dataset, writable_copy, tmp_
         sample = dataset[i]
         assert sample["note"] == f"frame {int(sample['index'])}"
         np.testing.assert_array_equal(sample["observation.state"].numpy(), state_value(int(sample["index"]), 6))
+
+
+def test_a_torn_or_foreign_store_file_is_rebuilt(small_dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("DL_CACHE_DIR", str(tmp_path / "cache"))
+    meta = DatasetMeta.load(local_source(str(small_dataset)))
+    keys = tabular_keys(meta)
+    path = ArrowEpisodeStore.build(meta, meta.select([1]), keys).path
+    whole = open(path, "rb").read()
+    for broken in (whole[: len(whole) // 2], b"not arrow"):
+        with open(path, "wb") as f:
+            f.write(broken)
+        store = ArrowEpisodeStore.build(meta, meta.select([1]), keys)
+        ep = meta.episodes[1]
+        np.testing.assert_array_equal(store.arrays(0)["index"], np.arange(ep.dataset_from_index, ep.dataset_to_index))

@@ -75,14 +75,18 @@ class ArrowEpisodeStore:
         self.__init__(state["path"], state["starts"])
 
     def _open(self) -> bool:
-        """Map the file (once per process); False when it does not exist (not built yet, or evicted)."""
+        """Map the file (once per process); False when it does not exist (not built yet, or evicted) or does not
+        hold the selection's rows (then it is rebuilt)."""
         if self._reader is None:
             try:
-                self._reader = pa.ipc.open_file(pa.memory_map(self.path, "r"))
-            except FileNotFoundError:
+                reader = pa.ipc.open_file(pa.memory_map(self.path, "r"))
+            except (FileNotFoundError, pa.ArrowInvalid):
                 return False
-            rows = [self._reader.get_batch(b).num_rows for b in range(self._reader.num_record_batches)]
-            self._batch_starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+            rows = [reader.get_batch(b).num_rows for b in range(reader.num_record_batches)]
+            starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+            if starts[-1] != self.starts[-1]:
+                return False
+            self._reader, self._batch_starts = reader, starts
         return True
 
     def arrays(self, e: int) -> EpisodeArrays:
