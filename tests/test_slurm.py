@@ -148,8 +148,8 @@ def test_ranks_meet_although_the_port_of_the_job_id_is_taken(cluster, tmp_path):
     the next job is held by another process, and the 2-node job still meets."""
     import socket
 
-    probe = subprocess.run(["sbatch", "--parsable", "--mem=64", "--wrap", "true"], capture_output=True, text=True,
-                           check=True)
+    probe = subprocess.run(["sbatch", "--parsable", "--mem=64", "--output=/dev/null", "--wrap", "true"],
+                           capture_output=True, text=True, check=True)
     last = int(probe.stdout.strip().split(";")[0])  # jobs are numbered one after another (--test-only takes one)
     candidates = range(last + 1, last + 5)
     (tmp_path / "specs").mkdir()
