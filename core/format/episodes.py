@@ -10,6 +10,7 @@ wants one episode's fields by name; hot paths (loaders, samplers, partitions) re
 
 import json
 import os
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -114,7 +115,7 @@ class EpisodeColumns:
         strings = {"data_paths": self.data_paths, "video_paths": self.video_paths,
                    "task_sets": [list(t) for t in self.task_sets]}
         table = pa.table(self.arrays).replace_schema_metadata({"format": FORMAT, "strings": json.dumps(strings)})
-        tmp = f"{path}.{os.getpid()}-{id(table):x}.tmp"
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"  # unique across processes and nodes sharing the folder
         try:
             with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
