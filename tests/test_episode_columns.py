@@ -3,6 +3,7 @@ repeated, multi-task and task-less rows included); `meta.episodes` and selection
 build `EpisodeMeta`s on demand; the snapshot maps the columns from an Arrow file and what crosses to
 another process is its path; distinct rows match numpy's."""
 
+import json
 import pickle
 
 import numpy as np
@@ -109,6 +110,8 @@ def test_snapshot_maps_the_columns_and_pickles_as_a_path(small_dataset, tmp_path
     assert dict(again.episodes) == dict(meta.episodes) and again.tasks == meta.tasks and again.files == meta.files
     assert again.info == meta.info and again.stats == meta.stats and again.total_frames == meta.total_frames
     assert not again.columns.index.flags.writeable  # a view of the mapped file, not a copy
+    parsed = DatasetMeta.from_snapshot(local_source(str(small_dataset)), json.loads(open(path).read()))
+    assert dict(parsed.episodes) == dict(meta.episodes) and parsed.columns.path == again.columns.path
     crossing = pickle.dumps(again.columns)
     assert len(crossing) < 300 and pickle.loads(crossing).index.tolist() == list(range(6))
     in_memory = pickle.loads(pickle.dumps(meta.columns))  # no file: the arrays themselves, no object per episode

@@ -4,9 +4,12 @@ sampler's order (`dl.plugins.map.sampler`): the same permutation as `rng.permuta
 and handed out a chunk at a time."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dl
+from dl.contracts.errors import ResumeError
 from dl.dataloader.seeding import SHUFFLE, epoch_rng
 from dl.plugins.map.sampler import EpochSampler
 from dl.plugins.pool.partition import deal_balanced, partition_episodes
@@ -43,3 +46,15 @@ def test_map_order_is_the_seeded_permutation(length, rank, seed, epoch):
     expected = epoch_rng(seed, epoch, SHUFFLE).permutation(length)[rank::3]
     assert sampler.order(epoch).dtype == np.int32
     assert list(iter(sampler)) == expected.tolist()
+
+
+def test_a_pool_state_saved_under_the_former_dealing_is_refused(dataset_factory):
+    """States from before this partition replay other consumers' orders: refused, naming why."""
+    root = str(dataset_factory(episodes=5, frames_per_episode=(4, 8), cameras=0, episodes_per_file=5))
+    loader = dl.make_dataloader(dl.make_dataset(root, loader="pool"), batch_size=4)
+    next(iter(loader))
+    state = loader.state_dict()
+    state["invariants"].pop("dealing")
+    fresh = dl.make_dataloader(dl.make_dataset(root, loader="pool"), batch_size=4)
+    with pytest.raises(ResumeError, match="dealing: saved None, now 'shuffled order cut at equal frame shares'"):
+        fresh.load_state_dict(state)

@@ -188,9 +188,18 @@ class EpisodeColumns:
         return cls(arrays, {"data_paths": data_paths, "video_paths": video_paths, "task_sets": task_sets})
 
 
-def _numpy(column: pa.ChunkedArray) -> np.ndarray:
-    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    return array.to_numpy(zero_copy_only=False)
+_NUMPY_TYPES = {pa.int64(): np.dtype(np.int64), pa.int32(): np.dtype(np.int32), pa.float64(): np.dtype(np.float64)}
+
+
+def _numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A numeric column without nulls as a read-only numpy view of its Arrow buffer (without `to_numpy`, which
+    imports pandas: 30-50 MB in a process that DataLoader workers fork from); others converted."""
+    array = column if isinstance(column, pa.Array) else (
+        column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
+    dtype = _NUMPY_TYPES.get(array.type)
+    if dtype is None or array.null_count:
+        return array.to_numpy(zero_copy_only=False)
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
 
 
 def _columns(url: str, rel: str, table: pa.Table, ints: list[str], floats: list[str]) -> pa.Table:
@@ -253,11 +262,13 @@ def _task_sets(tasks: pa.ChunkedArray) -> tuple[np.ndarray, list[tuple[str, ...]
     lists = tasks.combine_chunks() if tasks.num_chunks != 1 else tasks.chunk(0)
     if not len(lists):
         return np.zeros(0, dtype=np.int32), [()]
-    lists = pc.fill_null(lists, pa.scalar([], pa.list_(pa.string())))
-    encoded = pc.dictionary_encode(lists.flatten())
+    encoded = pc.dictionary_encode(lists.flatten())  # a null row (no tasks) has no values
     words = encoded.dictionary.to_pylist()
-    ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    lengths = lists.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+    ids = _numpy(encoded.indices).astype(np.int64)
+    if lists.null_count:  # rows without tasks: no values
+        lengths = lists.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        lengths = np.diff(_numpy(lists.offsets)).astype(np.int64)
     width = int(lengths.max()) if len(lengths) else 0
     matrix = np.zeros((len(lists), max(width, 1)), dtype=np.int64)  # 0: no task, k: words[k - 1]
     rows = np.repeat(np.arange(len(lists)), lengths)

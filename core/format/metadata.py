@@ -83,32 +83,35 @@ class DatasetMeta:
                 "stats": self.stats, "files": self.files}
 
     def write_snapshot(self, folder: str | os.PathLike) -> str:
-        """Write everything `load` read into `folder` (created if missing): `metadata.json` (`to_snapshot()`) and
-        `episodes.arrow` (the episode columns, memory-mappable), so another process rebuilds this object with
-        `from_snapshot` without a single request and maps the columns instead of copying them. Returns the path
-        of `metadata.json` (what crosses to runs and ranks)."""
-        folder = Path(folder)
+        """Write everything `load` read into `folder` (created if missing): `metadata.json` (`to_snapshot()`, and
+        the absolute path of the columns' file) and `episodes.arrow` (the episode columns, memory-mappable), so
+        another process rebuilds this object with `from_snapshot` without a single request and maps the columns
+        instead of copying them. Returns the path of `metadata.json` (what crosses to runs and ranks)."""
+        folder = Path(folder).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         self.columns.write(str(folder / SNAPSHOT_EPISODES))
         path = folder / SNAPSHOT_FILE
-        path.write_text(json.dumps({**self.to_snapshot(), "episodes": SNAPSHOT_EPISODES}))
-        return str(path.resolve())
+        path.write_text(json.dumps({**self.to_snapshot(), "episodes": str(folder / SNAPSHOT_EPISODES)}))
+        return str(path)
 
     @classmethod
-    def from_snapshot(cls, source: Source, path: str | os.PathLike) -> "DatasetMeta":
-        """Rebuild from a `write_snapshot()` folder's `metadata.json`, on a `source` for the same dataset; the
-        episode columns are mapped from the file beside it.
+    def from_snapshot(cls, source: Source, snapshot: "str | os.PathLike | dict") -> "DatasetMeta":
+        """Rebuild from a `write_snapshot()`: the path of its `metadata.json`, or that file's parsed contents, on
+        a `source` for the same dataset; the episode columns are mapped from the Arrow file it names (a relative
+        name is beside `metadata.json`).
 
         Raises:
             DlError: the snapshot was taken from another dataset root, or is not readable.
         """
-        try:
-            snapshot = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise DlError(f"cannot read the metadata snapshot {path}: {exc}.") from None
+        where = Path(snapshot).parent if not isinstance(snapshot, dict) else Path.cwd()
+        if not isinstance(snapshot, dict):
+            try:
+                snapshot = json.loads(Path(snapshot).read_text())
+            except (OSError, ValueError) as exc:
+                raise DlError(f"cannot read the metadata snapshot {snapshot}: {exc}.") from None
         if snapshot["url"] != source.url:
             raise DlError(f"metadata snapshot of {snapshot['url']} does not belong to {source.url}.")
-        columns = EpisodeColumns.open(str(Path(path).parent / snapshot["episodes"]))
+        columns = EpisodeColumns.open(str(where / snapshot["episodes"]))
         tasks = {int(i): t for i, t in snapshot["tasks"]}
         return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"])
 

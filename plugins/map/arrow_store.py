@@ -107,20 +107,35 @@ class ArrowEpisodeStore:
                 for key, values in columns.items()}
 
 
-NUMPY_VIEWS = (pa.types.is_integer, pa.types.is_floating)
+NUMPY_TYPES = {t: np.dtype(t.to_pandas_dtype()) for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(),
+                                                         pa.uint16(), pa.uint32(), pa.uint64(), pa.float16(),
+                                                         pa.float32(), pa.float64())}
+"""The Arrow types whose buffers numpy reads as they are."""
 
 
 def _columns(batch: pa.RecordBatch) -> dict:
-    """A batch's numeric columns as numpy views (fixed-size lists reshaped, no copy); other columns stay Arrow
-    arrays, converted per episode."""
+    """A batch's numeric columns as numpy views of the map (fixed-size lists reshaped, no copy); other columns stay
+    Arrow arrays, converted per episode."""
     out = {}
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        leaf = column.type
-        while pa.types.is_fixed_size_list(leaf):
-            leaf = leaf.value_type
-        out[name] = table_to_arrays(pa.record_batch({name: column}))[name] if any(
-            test(leaf) for test in NUMPY_VIEWS) else column
+        view = _view(column)
+        out[name] = view if view is not None else column
     return out
+
+
+def _view(column: pa.Array) -> np.ndarray | None:
+    """`column` (a numeric type, or fixed-size lists of one, without nulls) as a read-only numpy view
+    `[rows, *shape]` of its buffer; None for other columns. Read from the buffer, not with `to_numpy`, which
+    imports pandas (30-50 MB) into every DataLoader worker that reads a sample."""
+    shape, leaf = [], column
+    while pa.types.is_fixed_size_list(leaf.type) and not leaf.null_count:
+        shape.append(leaf.type.list_size)
+        leaf = leaf.flatten()
+    dtype = NUMPY_TYPES.get(leaf.type)
+    if dtype is None or leaf.null_count:
+        return None
+    values = np.frombuffer(leaf.buffers()[1], dtype=dtype, count=len(leaf), offset=leaf.offset * dtype.itemsize)
+    return values.reshape(len(column), *shape)
 
 
 def _convert(values: pa.Array, name: str) -> np.ndarray:

@@ -25,7 +25,7 @@ from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
-from .partition import partition_episodes
+from .partition import DEALING, partition_episodes
 from .segments import SegmentPlan, current_plan
 
 MAX_AUTO_CHUNK_FRAMES = 16
@@ -146,9 +146,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.epoch, self._resume = epoch, None
 
     def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
-        """What a resume must not change: the episodes, pool size, seed and drop_last, and with chunks the chunk
-        length and the number of open chunks (the decode budget counts only through it)."""
-        invariants = {"episodes": config_hash(self.episodes.index.tolist()),
+        """What a resume must not change: the episodes, how they are dealt (`partition.DEALING`), pool size, seed
+        and drop_last, and with chunks the chunk length and the number of open chunks (the decode budget counts
+        only through it)."""
+        invariants = {"episodes": config_hash(self.episodes.index.tolist()), "dealing": DEALING,
                       "episode_pool_size": self.pool_size, "seed": self.config.seed, "drop_last": self.drop_last}
         if self.order.open_chunks:
             invariants.update(decode_chunk_frames=self.order.chunk_frames, decode_open_chunks=self.order.open_chunks)

@@ -5,6 +5,11 @@ import numpy as np
 
 from dl.dataloader.seeding import PARTITION, epoch_rng
 
+DEALING = "shuffled order cut at equal frame shares"
+"""How episodes are dealt (`deal_balanced`), recorded in the pool's resume invariants: a state saved under
+another dealing (dl before it, which gave each episode to the least loaded consumer) would replay other
+consumers' orders, so it is refused instead of serving frames twice or never."""
+
 
 def partition_episodes(lengths: np.ndarray, num_consumers: int, seed: int, epoch: int) -> list[np.ndarray]:
     """Deal episodes to consumers so each owns a disjoint set and frame counts are balanced (`deal_balanced`,
