@@ -87,6 +87,9 @@ _DEFAULTS = RunSpec()
 @click.option("--storage-option", multiple=True, metavar="KEY=VALUE", help="A filesystem option of a remote source, "
               "e.g. endpoint_url=http://127.0.0.1:9000, profile=NAME, anon=true (repeatable; source option "
               "storage_options).")
+@click.option("--cache-dir", metavar="DIR", help="Where a remote source (hub, bucket) keeps the files it prefetches, "
+              "one folder per process named by host and pid (source option cache_dir) [node-local: $SLURM_TMPDIR, "
+              "else $TMPDIR, else dl's cache folder].")
 @click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="An option of the source plugin "
               "(repeatable; `dl plugins` lists each plugin's options).")
 @click.option("--loader-option", multiple=True, metavar="KEY=VALUE", help="An option of the loader plugin, e.g. "
@@ -115,8 +118,8 @@ _DEFAULTS = RunSpec()
 @click.option("--out-dir", help=f"Folder for the results: one JSON per run and results.csv, which covers every "
               f"result in the folder [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, budgets, episodes, source_option, loader_option, decoder_option,
-        scheduler_option, resource, wait, repo_id, revision, data_files_root, storage_option, mix, mix_weights,
-        mix_rename, mix_features, mix_samples_per_epoch, **given):
+        scheduler_option, resource, wait, repo_id, revision, data_files_root, storage_option, cache_dir, mix,
+        mix_weights, mix_rename, mix_features, mix_samples_per_epoch, **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
@@ -144,7 +147,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     from .status import follow, render_statuses
 
     console = Console()
-    remote = (repo_id, revision, data_files_root, storage_option)
+    remote = (repo_id, revision, data_files_root, storage_option, cache_dir)
     bases = [_base_spec(name, given, deltas, episodes, source_option, loader_option, decoder_option, resource, remote)
              for name in scenarios]
     if mix:
@@ -237,7 +240,7 @@ def _with_budget(spec: RunSpec, budget: str | None) -> RunSpec:
 def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, decoder_option, resource,
                remote) -> RunSpec:
     """The RunSpec of one scenario (or none): its preset, then what the command line gave (`remote`: the
-    --repo-id, --revision, --data-files-root and --storage-option values)."""
+    --repo-id, --revision, --data-files-root, --storage-option and --cache-dir values)."""
     preset = scenario_options(scenario) if scenario else {}
     fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
     fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas))
@@ -264,14 +267,14 @@ def _with_mix(base: RunSpec, given: dict, mix, weights, rename, features, sample
     return dataclasses.replace(base, mix=members, mix_options={k: v for k, v in options.items() if v})
 
 
-def _remote_options(fields: dict, repo_id, revision, data_files_root, storage_option) -> dict:
+def _remote_options(fields: dict, repo_id, revision, data_files_root, storage_option, cache_dir) -> dict:
     """The remote-source flags as source options (and --repo-id as the root); checked by the source."""
     if repo_id:
         if fields.get("root"):
             raise click.BadParameter("give --root or --repo-id, not both (with --repo-id, --data-files-root names "
                                      "where the data lives)", param_hint="--repo-id")
         fields["root"] = f"hf://datasets/{repo_id}"
-    options = {"revision": revision, "data_files_root": data_files_root}
+    options = {"revision": revision, "data_files_root": data_files_root, "cache_dir": cache_dir}
     storage = parse_key_values(storage_option, "--storage-option")
     if storage:
         options["storage_options"] = storage

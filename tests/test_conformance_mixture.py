@@ -23,7 +23,7 @@ class MixtureSuite(LoaderSuite):
     def make(self, root, options: dict | None = None, **config):
         config.setdefault("image_dtype", "uint8")
         seed, rank, world_size = config.pop("seed", 0), config.pop("rank", None), config.pop("world_size", None)
-        indices = sorted(open_dataset(str(root)).episodes)
+        indices = sorted(config.pop("episodes", None) or open_dataset(str(root)).episodes)  # a case may select
         count = len(self.member_loaders)
         members = [dl.make_dataset(str(root), loader=loader, episodes=indices[i::count], seed=seed + i,
                                    loader_options={**self.loader_options, **(options or {})} if loader == "pool"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dl.contracts.errors import SourceFileNotFoundError
-from dl.kits.remote.file_cache import CacheLimitError, PrefetchCache
+from dl.kits.remote.file_cache import CacheLimitError, PrefetchCache, host_name
 
 
 class Remote:
@@ -170,7 +170,7 @@ def test_a_file_readmitted_while_its_old_download_runs_keeps_its_new_copy(tmp_pa
 
 
 def test_run_folders_of_dead_processes_are_removed(tmp_path):
-    stale = tmp_path / "run-999999999-1"
+    stale = tmp_path / f"run-{host_name()}-999999999-1"
     stale.mkdir()
     (stale / "leftover.mp4").write_bytes(b"x")
     remote = Remote({"a": b"1"})

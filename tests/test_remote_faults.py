@@ -3,7 +3,6 @@ middle of response bodies, 429 with Retry-After, 503): every frame arrives exact
 counted; a file that is really gone fails with an error naming it; a permanent error is not retried."""
 
 import logging
-import os
 
 import numpy as np
 import pytest
@@ -40,11 +39,12 @@ def test_bucket_every_frame_exactly_once_under_faults(s3, small_dataset, loader,
 
 
 def test_worker_caches_are_removed_when_workers_exit(s3, small_dataset, tmp_path):  # noqa: F811
-    source = s3_source(s3, upload(s3, small_dataset))
+    source = s3_source(s3, upload(s3, small_dataset), cache_dir=str(tmp_path / "node-local"))
     seen, total = frames_seen(source, "pool", 2)
     assert seen.tolist() == list(range(total)) and source.stats()["files_prefetched"] > 0
-    runs = sorted((tmp_path / "dl-cache" / "remote").glob("run-*"))
-    assert all(run.name.startswith(f"run-{os.getpid()}-") for run in runs)  # at most this process's own
+    assert (tmp_path / "node-local").is_dir(), "the workers' run folders were not made in cache_dir"
+    assert not list((tmp_path / "node-local").iterdir()), "a worker's run folder outlived it"
+    assert not list((tmp_path / "dl-cache").rglob("run-*")), "a run folder went to the default place"
 
 
 def test_map_says_how_much_it_downloads(s3, small_dataset, caplog):  # noqa: F811

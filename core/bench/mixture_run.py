@@ -9,11 +9,15 @@ dataset, so a mixture run skips it (run a member alone for it).
 
 import dataclasses
 import json
+import time
 from pathlib import Path
+
+import numpy as np
 
 from ..contracts.config import LoaderConfig
 from ..contracts.errors import DlError
 from ..contracts.loader import ReportsStats
+from ..format.episodes import episode_lengths
 from ..format.metadata import DatasetMeta
 from ..format.tabular import tabular_keys
 from ..host.assembly import Assembly, build_loader, open_dataset
@@ -104,15 +108,19 @@ def _member_delta(spec: RunSpec, meta: DatasetMeta, own: dict[str, str]) -> dict
     return {**mode_delta_timestamps(spec.mode, meta), **{back.get(k, k): v for k, v in spec.delta_timestamps.items()}}
 
 
-def build_mixture(spec: RunSpec) -> tuple["MixtureAssembly", dict]:
+def build_mixture(spec: RunSpec) -> tuple["MixtureAssembly", dict, float]:
     """The run's side: each member through `dl.host.assembly.build_loader` from its snapshot (decoder wrapped in the
-    decode timer), mixed with `dl.make_mixture`; and each member's windows by name."""
+    decode timer), mixed with `dl.make_mixture`; each member's windows by name; and the seconds the members'
+    metadata took."""
     built, deltas, metas = [], [], []
+    metadata_s = 0.0
     rename = spec.mix_options.get("rename", {})
     for member in spec.mix:
         snapshot = json.loads(Path(member["metadata_snapshot"]).read_text()) if member.get("metadata_snapshot") \
             else None
+        t0 = time.perf_counter()
         meta = open_dataset(member["root"], member["source"], member["source_options"], snapshot=snapshot)
+        metadata_s += time.perf_counter() - t0
         delta = _member_delta(spec, meta, _own_rename(rename, meta))
         config = LoaderConfig(delta_timestamps=delta or None, image_dtype=spec.image_dtype,
                               tolerance_s=spec.tolerance_s, seed=spec.seed, rank=0, world_size=1)
@@ -126,7 +134,7 @@ def build_mixture(spec: RunSpec) -> tuple["MixtureAssembly", dict]:
     mixture = make_mixture([b.loader for b in built], weights, names=names, rename=rename,
                            features=spec.mix_options.get("features"),
                            samples_per_epoch=spec.mix_options.get("samples_per_epoch"), seed=spec.seed)
-    return MixtureAssembly(built, mixture), dict(zip(names, deltas, strict=True))
+    return MixtureAssembly(built, mixture), dict(zip(names, deltas, strict=True)), metadata_s
 
 
 class MixtureAssembly:
@@ -141,16 +149,16 @@ class MixtureAssembly:
         self.source = MemberSources(counted) if counted else members[0].source
         self.decoder_cache: dict = {}
 
-    def episode_weights(self) -> list[float]:
-        """Each episode's chance of a sample: its share of its member's frames x the member's weight."""
-        return [weight * ep.length / frames for m, weight, frames in zip(self.members, self.loader.weights,
-                                                                        self.loader.frames, strict=True)
-                for ep in m.loader.episodes]
+    def episode_weights(self) -> np.ndarray:
+        """Each episode's chance of a sample, float64 [episodes of every member]: its share of its member's frames x
+        the member's weight."""
+        return np.concatenate([weight * episode_lengths(m.loader.episodes) / frames for m, weight, frames in
+                               zip(self.members, self.loader.weights, self.loader.frames, strict=True)])
 
     def summary(self, deltas: dict) -> dict:
         """The result's `dataset`: the mixture's cameras and, per member, what a single dataset's summary holds."""
         members = [{"name": name, "root": m.source.url, "episodes": len(m.loader.episodes),
-                    "frames": sum(e.length for e in m.loader.episodes), "fps": m.meta.fps,
+                    "frames": int(episode_lengths(m.loader.episodes).sum()), "fps": m.meta.fps,
                     "cameras": m.meta.camera_keys, "delta_timestamps": deltas[name], "weight": round(weight, 6)}
                    for name, m, weight in zip(self.loader.names, self.members, self.loader.weights, strict=True)]
         return {"root": " + ".join(m["root"] for m in members), "episodes": sum(m["episodes"] for m in members),

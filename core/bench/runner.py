@@ -28,6 +28,7 @@ from ..contracts.loader import ReportsStats, Resumable
 from ..dataloader.build import build_dataloader, camera_keys, quiet_fd_sharing
 from ..dataloader.shuffle import distinct_episode_fraction, ideal_distinct_fraction
 from ..dataloader.world import resolve_ranks
+from ..format.episodes import episode_lengths
 from ..host.assembly import Assembly, build_loader, open_dataset
 from .ceiling import ceiling_shares, decode_ceiling
 from .memory import PeakRssMonitor, tree_pss_bytes
@@ -62,7 +63,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     t_start = time.perf_counter()
     with PeakRssMonitor() as rss:
         progress("prepare", 0, 1)
-        built, delta = _build(spec)
+        built, delta, metadata_s = _build(spec)
         dataset, decoder = built.loader, built.decoder
         init_s = time.perf_counter() - t_start
         progress("prepare", 1, 1)
@@ -101,6 +102,8 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         "decode_ceiling": ceiling,
         **({"decoder_calibration": spec.decoder_calibration} if spec.decoder_calibration else {}),
         "init_s": round(init_s, 3),
+        "metadata_s": round(metadata_s, 3),
+        "build_s": round(init_s - metadata_s, 3),
         "total_time_s": round(time.perf_counter() - t_start, 3),
         **resume,
         **loader_stats,
@@ -113,24 +116,23 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     return result
 
 
-def _build(spec: RunSpec) -> tuple[Assembly, dict]:
+def _build(spec: RunSpec) -> tuple[Assembly, dict, float]:
     """The plugins a spec names, through the one assembly path (metadata from the host's snapshot when it
-    wrote one, so this run lists and reads no metadata), the decoder wrapped in the decode timer."""
+    wrote one, so this run lists and reads no metadata and maps the episode columns), the decoder wrapped in
+    the decode timer; and the seconds the metadata took (the rest of the build is the loader's)."""
     if spec.mix:
         return build_mixture(spec)
     if spec.root is None:
         raise DlError("the run spec has no root; `dl run` resolves the default dataset before it submits runs.")
-    snapshot = None
-    if spec.metadata_snapshot:
-        with open(spec.metadata_snapshot) as f:
-            snapshot = json.load(f)
-    meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=snapshot)
+    t0 = time.perf_counter()
+    meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=spec.metadata_snapshot)
+    metadata_s = time.perf_counter() - t0
     delta = {**mode_delta_timestamps(spec.mode, meta), **spec.delta_timestamps}
     config = LoaderConfig(episodes=spec.episodes, delta_timestamps=delta or None, image_dtype=spec.image_dtype,
                           tolerance_s=spec.tolerance_s, strict=spec.strict, seed=spec.seed)
     built = build_loader(meta, spec.loader, spec.decoder, config=config, loader_options=spec.loader_options,
                          decoder_options=spec.decoder_options, wrap_decoder=TimedDecoder)
-    return built, delta
+    return built, delta, metadata_s
 
 
 def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) -> dict:
@@ -267,12 +269,12 @@ def _episode_ids(batch: dict) -> torch.Tensor:
     return batch["episode_index"]
 
 
-def _episode_weights(built) -> list[float]:
+def _episode_weights(built) -> np.ndarray:
     """Each episode's chance of a sample: its frames, or in a mixture its share of its member's frames x the member's
     weight."""
     if isinstance(built, MixtureAssembly):
         return built.episode_weights()
-    return [e.length for e in built.loader.episodes]
+    return episode_lengths(built.loader.episodes)
 
 
 def _frames_in(batch_tensor: torch.Tensor) -> int:
@@ -328,7 +330,7 @@ def _dataset_summary(built: Assembly, delta: dict) -> dict:
     return {
         "root": built.source.url,
         "episodes": len(episodes),
-        "frames": sum(e.length for e in episodes),
+        "frames": int(episode_lengths(episodes).sum()),
         "fps": built.meta.fps,
         "cameras": built.meta.camera_keys,
         "delta_timestamps": delta,

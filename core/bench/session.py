@@ -64,15 +64,14 @@ def check_dataset(base: RunSpec) -> DatasetMeta:
 
 
 def write_snapshot(base: RunSpec, meta: DatasetMeta, specs_dir: Path) -> RunSpec:
-    """Write the metadata read by `check_dataset` into `specs_dir/metadata.json` for the runs (and their
-    ranks) to load instead of reading it again; returns `base` pointing at it, with the source's pinned
-    options (`Source.pinned_options()`: a Hub revision resolved to its commit) added to its source options,
-    so every run and rank reads the version checked here without asking the server again."""
-    specs_dir.mkdir(parents=True, exist_ok=True)
-    path = specs_dir / "metadata.json"
-    path.write_text(json.dumps(meta.to_snapshot()))
+    """Write the metadata read by `check_dataset` into `specs_dir` (`metadata.json` and the episode columns
+    `episodes.arrow`, `DatasetMeta.write_snapshot`) for the runs (and their ranks) to load instead of reading
+    it again, mapping the columns; returns `base` pointing at it, with the source's pinned options
+    (`Source.pinned_options()`: a Hub revision resolved to its commit) added to its source options, so every
+    run and rank reads the version checked here without asking the server again."""
+    path = meta.write_snapshot(specs_dir)
     options = {**base.source_options, **meta.source.pinned_options()}  # e.g. the Hub revision as its sha
-    return dataclasses.replace(base, metadata_snapshot=str(path.resolve()), source_options=options)
+    return dataclasses.replace(base, metadata_snapshot=path, source_options=options)
 
 
 def plan_runs(specs: list[RunSpec], out_dir: Path) -> list[Run]:

@@ -16,8 +16,8 @@ class RunSpec:
     What to load: `source`, `root` (None until the host resolves the embedded default dataset), `episodes`
     (None: all), `mode` (see `dl.bench.modes`), `delta_timestamps` (extra `{key: [s]}` windows, applied
     over the mode's), `image_dtype`, `tolerance_s`, `strict` (`dl.contracts.config.LoaderConfig`);
-    `metadata_snapshot`: a JSON file of `DatasetMeta.to_snapshot()` the host wrote, so the run reads no metadata
-    itself.
+    `metadata_snapshot`: the `metadata.json` of the `DatasetMeta.write_snapshot()` the host wrote, so the run reads
+    no metadata itself.
     Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`; `world_size` ranks (each a
     process of a torch.distributed gloo group when > 1); `resources`, what the run asks of a cluster
     (`dl.contracts.scheduler.RESOURCES`: nodes, tasks_per_node, cpus_per_task, mem, time, gpus; completed by

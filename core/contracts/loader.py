@@ -26,13 +26,15 @@ class Loader(Protocol):
         meta: the dataset's metadata (its `source` reads every file).
         decoder: the decoder plugin instance that decodes camera frames.
         config: what it was asked to produce (episodes, windows, dtype, tolerance, seed, rank/world size).
-        episodes: the `EpisodeMeta`s it serves, in ascending episode order (all ranks together).
+        episodes: the `EpisodeMeta`s it serves, in ascending episode order (all ranks together): a sequence
+            (dl's loaders give `DatasetMeta.select`'s `EpisodeSelection`: views built on demand, with `.index`
+            and `.lengths` arrays).
     """
 
     meta: "DatasetMeta"
     decoder: "Decoder"
     config: "LoaderConfig"
-    episodes: "list[EpisodeMeta]"
+    episodes: "Sequence[EpisodeMeta]"
 
     def dataloader_needs(self) -> "DataLoaderNeeds":
         """What this loader needs of the DataLoader (a sampler for a map-style loader that orders itself,

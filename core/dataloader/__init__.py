@@ -7,8 +7,9 @@
   `private_torch`: the private torch APIs these rely on, each with its announced fallback.
 - `resume`, `elastic`: exact and elastic mid-epoch resume from counters; `shared_counters`: counters in
   shared memory, read across DataLoader workers.
-- `world`: ranks, world size and workers resolved in one place; `seeding`: every generator a pure function
-  of (seed, epoch, purpose, ids); `shuffle`: shuffle quality and its ceiling.
+- `world`: ranks, world size and workers resolved in one place; `rendezvous`: the store where a launcher's
+  ranks meet, on a port it holds; `seeding`: every generator a pure function of (seed, epoch, purpose, ids);
+  `shuffle`: shuffle quality and its ceiling.
 
 May import: `dl.contracts`.
 """

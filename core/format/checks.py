@@ -142,34 +142,6 @@ def check_rows(meta, episode, arrays: dict, tolerance_s: float | None) -> tuple[
     return gap, nonfinite_counts(meta.features, arrays)
 
 
-def check_selection(meta, episodes: list, arrays_of, tolerance_s: float, strict: bool) -> None:
-    """`check_rows` over a whole selection (`arrays_of(i)` gives the i-th episode's arrays), as a loader holding
-    every row runs it up front: the first wrong episode is refused, timestamps the tolerance would not serve are
-    refused naming the largest gap over the selection, and NaN/inf values are counted over the selection into one
-    warning (refused with `strict`).
-
-    Raises:
-        DatasetFormatError, TimestampToleranceError: as `check_rows` and `report_nonfinite`.
-    """
-    worst, over, counts, with_nonfinite = None, [], {}, []
-    for i, episode in enumerate(episodes):
-        arrays = arrays_of(i)
-        gap, nonfinite = check_rows(meta, episode, arrays, None)
-        if gap >= tolerance_s:
-            over.append(episode.index)
-            if worst is None or gap > worst[0]:
-                worst = (gap, episode, np.asarray(arrays["timestamp"]))
-        for key, n in nonfinite.items():
-            counts[key] = counts.get(key, 0) + n
-        if nonfinite:
-            with_nonfinite.append(episode.index)
-    if worst is not None:
-        episode = worst[1]
-        check_tolerance(f"{meta.source.url}/{episode.data_path}", episode, meta.fps, worst[2], tolerance_s,
-                        [e for e in over if e != episode.index])
-    report_nonfinite(meta.source.url, counts, with_nonfinite, strict)
-
-
 def check_indices(where: str, episode, arrays: dict, tasks: dict, subtasks: dict) -> None:
     """Refuse rows whose `task_index` (or `subtask_index`) is not in meta/tasks.parquet (meta/subtasks.parquet):
     LeRobot fails on them mid-epoch (`tasks.iloc`), and the sample would have no task.

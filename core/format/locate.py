@@ -153,13 +153,34 @@ def warn_moved(meta, moved: dict[int, tuple[str, str]]) -> None:
          "index range, as LeRobot does.")
 
 
-def locate_all(meta, episodes) -> dict[int, str]:
-    """`{episode index: data file}` for `episodes`, with one warning for all moved episodes (the `map` loader and
-    `dl validate` locate their whole selection up front)."""
+def locate_all(meta, episodes) -> None:
+    """Locate every episode of a selection up front (the `map` loader), with one warning for all moved episodes.
+    Vectorized over a selection (`dl.format.episodes.EpisodeSelection`): only the episodes whose named file's
+    statistics do not admit their index range go through `data_file_of`.
+
+    Raises:
+        DatasetFormatError: as `data_file_of`.
+    """
     moved: dict[int, tuple[str, str]] = {}
-    where = {ep.index: data_file_of(meta, ep, moved) for ep in episodes}
+    for episode in _unplaced(meta, episodes):
+        data_file_of(meta, episode, moved)
     warn_moved(meta, moved)
-    return where
+
+
+def _unplaced(meta, episodes) -> list:
+    """The episodes (non-empty) whose named data file's row-group `index` statistics do not admit their global
+    index range: `FileIndex.may_hold` over a whole selection at once (every episode of a plain list)."""
+    columns, at = getattr(episodes, "columns", None), getattr(episodes, "positions", None)
+    if columns is None:
+        return list(episodes)
+    lo, hi = columns.dataset_from_index[at], columns.dataset_to_index[at] - 1
+    files = columns.data_file[at]
+    placed = columns.length[at] == 0
+    for file in np.unique(files).tolist():
+        mine = files == file
+        for found in file_index(meta, columns.data_paths[file]).groups:
+            placed |= mine & (True if found is None else (lo <= found[1]) & (hi >= found[0]))
+    return [episodes[i] for i in np.flatnonzero(~placed).tolist()]
 
 
 def rows_in(index: np.ndarray, episode_index: np.ndarray, episode) -> tuple[int, int] | str:

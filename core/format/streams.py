@@ -98,5 +98,7 @@ def check_streams(meta, decoder: Decoder, episode, episodes: list) -> dict[str, 
     for key, span in episode.videos.items():
         facts = decoder.probe(meta.source, span.path)
         sizes[key] = warn_claims(meta, key, span.path, facts)
-        check_file(meta, key, span.path, facts, [ep for ep in episodes if ep.videos[key].path == span.path], None)
+        holding = (episodes.in_video_file(key, span.path) if hasattr(episodes, "in_video_file")
+                   else [ep for ep in episodes if ep.videos[key].path == span.path])
+        check_file(meta, key, span.path, facts, holding, None)
     return sizes

@@ -55,6 +55,8 @@ def member_features(meta: DatasetMeta, delta_timestamps: dict | None, resize: tu
         shape = _windowed(tuple(feature.get("shape", [1])), key, windows)
         own[key] = Feature(key, feature.get("dtype", "int64"), shape)
     own["task"] = Feature("task", "string", ())
+    if "subtask_index" in own and meta.subtasks:  # LeRobot 0.4's subtask string, as the member serves it
+        own["subtask"] = Feature("subtask", "string", ())
     for key in meta.camera_keys:  # the decoder's resize applies to video; image features keep their size
         height, width, channels = meta.features[key]["shape"]
         size = tuple(resize) if resize and key in meta.video_keys else (height, width)

@@ -19,7 +19,9 @@ What it checks, on generated datasets (`dl.testing.synthetic`), through `dl.make
   converter's mislabelled data files, recorded timestamps, stale info.json totals, PNG and JPEG image features, a
   mixed image + video dataset, a depth camera, annotation columns): each frame served exactly once per epoch with
   LeRobot's values (camera frames read back by their index codes), with and without windows, 0 and 2 workers;
-- the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn).
+- the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn);
+- thousands of tiny episodes (`MANY`): every frame once over 2 ranks x 2 workers and an exact resume, in
+  seconds (start-up and per-epoch work must not be per-episode Python objects copied into every worker).
 Cut points and world shapes are drawn by hypothesis, derandomized so a run is repeatable.
 """
 
@@ -46,6 +48,10 @@ ORDER_VIDEO = dataclasses.replace(TABULAR, cameras=1, width=64, height=64, codec
 
 _GENERATED: dict[SyntheticConfig, object] = {}
 """The `REAL_CASES` datasets generated in this process, shared by every suite subclass."""
+MANY = SyntheticConfig(episodes=2000, frames_per_episode=(1, 3), cameras=0, episodes_per_file=700,
+                       row_group_size=512, tasks=3)
+"""Two thousand one-to-three-frame episodes in 3 files, no video: the shape of the Hub's largest datasets' metadata,
+small enough to run in seconds."""
 
 SUITE_SETTINGS = settings(max_examples=8, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
@@ -80,6 +86,11 @@ class LoaderSuite:
     @classmethod
     def tabular_root(cls, tmp_path_factory):
         return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "tabular", cls.order_dataset)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def many_root(cls, tmp_path_factory):
+        return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "many", MANY)
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -267,6 +278,28 @@ class LoaderSuite:
             batches = self.dataloader(dataset, num_workers)
             seen = [i for batch in batches for i in check_batch(real.config, batch, delta)]
         assert Counter(seen) == Counter(every_index(real.config, real.options)), "not every frame exactly once"
+
+    # ------------------------------------------------------------------------------------ scale
+    def test_many_tiny_episodes(self, many_root):
+        """Every frame of thousands of episodes once over 2 ranks x 2 workers; a cut epoch resumes exactly."""
+        batch = {"batch_size": 64}
+        seen = []
+        for rank in range(2):
+            dataset = self.make(many_root, seed=4, rank=rank, world_size=2)
+            assert len(dataset.episodes) == MANY.episodes
+            seen += [i for b in self.indices(self.dataloader(dataset, 2, **batch)) for i in b]
+        assert Counter(seen) == Counter(self.every_index(dataset)), "not every frame exactly once"
+        dataset = self.make(many_root, seed=4)
+        if not isinstance(dataset, Resumable):
+            return
+        expected = self.indices(self.dataloader(dataset, 2, **batch))
+        interrupted = self.dataloader(self.make(many_root, seed=4), 2, **batch)
+        got = self.indices(itertools.islice(interrupted, len(expected) // 2))
+        state = interrupted.state_dict()
+        del interrupted
+        resumed = self.dataloader(self.make(many_root, seed=4), 2, **batch)
+        resumed.load_state_dict(state)
+        assert got + self.indices(resumed) == expected
 
     def test_spawned_workers(self, tabular_root):
         dataset = self.make(tabular_root, seed=1)

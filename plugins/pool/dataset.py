@@ -17,13 +17,13 @@ from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
 from dl.format.checks import check_rows, report_nonfinite
-from dl.format.metadata import DatasetMeta
+from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
-from .partition import partition_episodes
+from .partition import DEALING, partition_episodes
 from .segments import SegmentPlan, current_plan
 
 MAX_AUTO_CHUNK_FRAMES = 16
@@ -95,11 +95,11 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.pool_size, self.drop_last = episode_pool_size, bool(drop_last)
         self.meta, self.decoder, self.config = meta, decoder, config
         self.episodes = meta.select(config.episodes)
-        if not self.episodes:
+        if not len(self.episodes):
             raise DlError(f"no episodes selected from {meta.source.url}.")
         ranks = resolve_ranks(config.rank, config.world_size)
         self.rank, self.world_size = ranks.rank, ranks.world_size
-        self.lengths = np.array([ep.length for ep in self.episodes], dtype=np.int64)
+        self.lengths = self.episodes.lengths
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
         self.builder.check_streams(self.episodes)
@@ -145,9 +145,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.epoch, self._resume = epoch, None
 
     def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
-        """What a resume must not change: the episodes, pool size, seed and drop_last, and with chunks the chunk
-        length and the number of open chunks (the decode budget counts only through it)."""
-        invariants = {"episodes": config_hash([ep.index for ep in self.episodes]),
+        """What a resume must not change: the episodes, how they are dealt (`partition.DEALING`), pool size, seed
+        and drop_last, and with chunks the chunk length and the number of open chunks (the decode budget counts
+        only through it)."""
+        invariants = {"episodes": config_hash(self.episodes.index.tolist()), "dealing": DEALING,
                       "episode_pool_size": self.pool_size, "seed": self.config.seed, "drop_last": self.drop_last}
         if self.order.open_chunks:
             invariants.update(decode_chunk_frames=self.order.chunk_frames, decode_open_chunks=self.order.open_chunks)
@@ -236,16 +237,17 @@ class PoolDataset(torch.utils.data.IterableDataset):
             self._admit(e)
         pool.on_admit = self._admit
         buffer = DecodeBuffer(self.builder, self.counters) if isinstance(pool, ChunkPool) else None
-        rows: dict[int, EpisodeArrays] = {}
+        rows: dict[int, tuple[EpisodeMeta, EpisodeArrays]] = {}
         try:
             for _ in range(count - skip):
                 e, row, last = next(pool)
-                arrays = rows.get(e)
-                if arrays is None:  # first frame of an admitted episode: read its rows now
-                    arrays = rows[e] = self._read(e)
+                held = rows.get(e)
+                if held is None:  # first frame of an admitted episode: read its rows now
+                    held = rows[e] = self._read(e)
                     self.counters.add("episodes_admitted")
-                    self.counters.set_max("pool_bytes_peak", sum(a.nbytes for x in rows.values() for a in x.values()))
-                episode = self.episodes[e]
+                    self.counters.set_max("pool_bytes_peak",
+                                          sum(a.nbytes for _, x in rows.values() for a in x.values()))
+                episode, arrays = held
                 sample, queries = self.builder.tabular(arrays, row)
                 decoded = None
                 if buffer is not None:  # the frames come from the chunk's decoded run(s)
@@ -261,22 +263,23 @@ class PoolDataset(torch.utils.data.IterableDataset):
         finally:
             pool.on_admit = None
             for e in pool.open_episodes():
-                self.meta.source.release(self.episodes[e].index)
+                self.meta.source.release(int(self.episodes.index[e]))
 
     def _admit(self, e: int) -> None:
         ep = self.episodes[e]
         self.meta.source.admit(ep.index, self.meta.file_spans(ep))
 
-    def _read(self, e: int) -> EpisodeArrays:
-        """Episode `e`'s rows, checked as they are read (`dl.format.checks.check_rows`); NaN/inf values are warned
-        about for the first such episode in this process (`dl validate` counts them all), or refused (strict)."""
+    def _read(self, e: int) -> tuple[EpisodeMeta, EpisodeArrays]:
+        """Episode `e` (a view) and its rows, checked as they are read (`dl.format.checks.check_rows`); NaN/inf values
+        are warned about for the first such episode in this process (`dl validate` counts them all), or refused
+        (strict)."""
         ep = self.episodes[e]
         arrays = read_episode_arrays(self.meta, ep, self.keys + self.meta.image_keys)
         _, nonfinite = check_rows(self.meta, ep, arrays, self.config.tolerance_s)
         if nonfinite and (self.config.strict or not self._nonfinite_seen):
             self._nonfinite_seen = True
             report_nonfinite(f"{self.meta.source.url}/{ep.data_path}", nonfinite, [ep.index], self.config.strict)
-        return arrays
+        return ep, arrays
 
     # ----------------------------------------------------------------------------------------- benchmark
     def reset_stats(self) -> None:

@@ -9,14 +9,20 @@ reads it remotely instead, so a full cache slows reads down but can never deadlo
 its next episode before releasing the last one. One key needing more bytes than the whole limit is an
 error that says so.
 
-Each process caches into its own run-scoped folder `<dl cache>/remote/run-<pid>-<start time>`, removed when
-the process exits (also in DataLoader workers) and, after a crash, by the next process that starts a cache.
+Each process caches into its own run-scoped folder `run-<host>-<pid>-<start time>` under the cache's base
+folder (`default_base()`: node-local storage first, `$SLURM_TMPDIR`, then `$TMPDIR`, else dl's cache folder;
+a source's `cache_dir` option chooses another), removed when the process exits (also in DataLoader workers)
+and, after a crash, by the next process on the same host that starts a cache. The host is part of the name
+because the base may be a folder several nodes share (a home directory on a cluster): a process checks only
+its own host's folders for dead pids, never another node's live downloads.
 """
 
 import enum
+import glob
 import hashlib
 import os
 import shutil
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +33,7 @@ from typing import BinaryIO
 import psutil
 
 from ...contracts.errors import DlError
+from ..paths import cache_dir
 
 Download = Callable[[str, int, BinaryIO], None]
 """`download(rel, size, out)`: write the whole remote file `rel` (`size` bytes) into `out`; raises on failure."""
@@ -59,7 +66,7 @@ class PrefetchCache:
     """Local copies of remote files for one process.
 
     Args:
-        base: the folder holding every process's run folder (e.g. `dl.kits.paths.cache_dir("remote")`).
+        base: the folder holding every process's run folder (e.g. `default_base()`).
         limit_bytes: the most bytes reserved at once (files waiting for room do not count).
         download: fetches a file (see `Download`); it does its own retries.
         threads: background download threads (started on the first admission).
@@ -259,19 +266,47 @@ class PrefetchCache:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+HOST_ENV = "DL_HOSTNAME"
+"""Overrides the host name in run folders (default: `socket.gethostname()`), e.g. where nodes share a name."""
+
+
+def host_name() -> str:
+    """This machine's name as run folders carry it: `$DL_HOSTNAME`, else `socket.gethostname()`, with path
+    separators replaced."""
+    return (os.environ.get(HOST_ENV) or socket.gethostname() or "localhost").replace("/", "_").replace(os.sep, "_")
+
+
+def default_base() -> Path:
+    """Where run folders go unless a source's `cache_dir` says otherwise: node-local storage when the
+    environment names it (`$SLURM_TMPDIR`, then `$TMPDIR`, each `.../dl-remote`), else dl's cache folder
+    (`dl.kits.paths.cache_dir("remote")`, often a home directory nodes share)."""
+    for variable in ("SLURM_TMPDIR", "TMPDIR"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable]) / "dl-remote"
+    return cache_dir("remote")
+
+
 def _run_dir(base: Path) -> Path:
-    """This process's run folder, after removing those of processes that are gone (crashed runs)."""
+    """This process's run folder `run-<host>-<pid>-<start time>`, after removing this host's folders of processes
+    that are gone (crashed runs). Folders of other hosts, and of names it cannot read, are left alone."""
     base.mkdir(parents=True, exist_ok=True)
-    for old in base.glob("run-*"):
+    host = host_name()
+    for old in base.glob(f"run-{glob.escape(host)}-*"):
         try:
-            _, pid, started = old.name.split("-")
-            alive = psutil.pid_exists(int(pid)) and int(psutil.Process(int(pid)).create_time()) == int(started)
-        except (ValueError, psutil.Error):
+            owner, pid, started = old.name.rsplit("-", 2)
+            pid, started = int(pid), int(started)
+        except ValueError:
+            continue
+        if owner != f"run-{host}":
+            continue
+        try:
+            alive = psutil.pid_exists(pid) and int(psutil.Process(pid).create_time()) == started
+        except psutil.Error:
             alive = False
         if not alive:
             shutil.rmtree(old, ignore_errors=True)
     me = psutil.Process()
-    path = base / f"run-{me.pid}-{int(me.create_time())}"
+    path = base / f"run-{host}-{me.pid}-{int(me.create_time())}"
     path.mkdir(exist_ok=True)
     return path
 

@@ -19,6 +19,7 @@ import os
 import posixpath
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import fsspec
@@ -27,8 +28,7 @@ import torch.utils.data
 from ...contracts.errors import DlError
 from ...contracts.source import FileSpan, Source, file_facts
 from ...dataloader.shared_counters import SharedCounters
-from ..paths import cache_dir
-from .file_cache import PrefetchCache
+from .file_cache import PrefetchCache, default_base
 from .retry import Failure, RemoteReadError, RetryPolicy
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class RemoteSource(Source):
         retry: the retry policy of every request.
         prefetch: download admitted episodes' files in the background (else every read streams).
         cache_bytes: the cache's byte limit for the whole DataLoader (each of N workers gets 1/N).
+        cache_dir: the folder of the cache's run folders (None: `dl.kits.remote.file_cache.default_base()`,
+            node-local storage first), resolved in each reading process (on its node).
         prefetch_threads: download threads per reading process.
         block_size: read-ahead of streamed reads, bytes (one request per block).
         pinned: what `pinned_options()` returns.
@@ -66,14 +68,14 @@ class RemoteSource(Source):
                  meta_fs: "fsspec.AbstractFileSystem | None" = None, meta_root: str | None = None,
                  retry: RetryPolicy | None = None, prefetch: bool = True, cache_bytes: int = 8_000_000_000,
                  prefetch_threads: int = 4, block_size: int = 1 << 20, pinned: dict | None = None,
-                 fs_settings: dict[str, dict] | None = None):
+                 fs_settings: dict[str, dict] | None = None, cache_dir: str | None = None):
         super().__init__(fs, root, name)
         if url is not None:
             self.__dict__["url"] = url  # the cached_property's slot
         self._meta_fs, self._meta_pid = meta_fs, os.getpid()
         self.meta_root = (meta_root.rstrip("/") if meta_root is not None else None)
         self.retry = retry or RetryPolicy()
-        self.prefetch, self.cache_bytes = bool(prefetch), int(cache_bytes)
+        self.prefetch, self.cache_bytes, self.cache_dir = bool(prefetch), int(cache_bytes), cache_dir
         self.prefetch_threads, self.block_size = int(prefetch_threads), int(block_size)
         if self.cache_bytes < 1 or self.block_size < 1 or self.prefetch_threads < 1:
             raise DlError(f"source {name}: cache_bytes, block_size and prefetch_threads must be >= 1.")
@@ -107,7 +109,8 @@ class RemoteSource(Source):
         if proc.cache is None:
             info = torch.utils.data.get_worker_info()
             limit = self.cache_bytes // (info.num_workers if info is not None else 1)
-            proc.cache = PrefetchCache(cache_dir("remote"), limit, self._download, self.prefetch_threads,
+            base = Path(os.path.expanduser(self.cache_dir)) if self.cache_dir else default_base()
+            proc.cache = PrefetchCache(base, limit, self._download, self.prefetch_threads,
                                        on_reserved=lambda n: self._count_max("cache_bytes_peak", n),
                                        inherited=proc.inherited)
         return proc.cache
