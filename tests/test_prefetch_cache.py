@@ -1,6 +1,7 @@
-"""dl.kits.remote.file_cache.PrefetchCache: reference counting of files shared by episodes, the byte limit (waiting in
-line, reads of waiting files go remote, one episode over the limit is an error), failed downloads, and the
-run folder's clean-up on close and after a crash."""
+"""dl.kits.remote.file_cache.PrefetchCache: byte ranges as the unit (overlapping and adjacent ranges of several
+episodes held once, only gaps downloaded), reference counting of ranges shared by episodes, the byte limit
+(waiting in line, reads of waiting ranges go remote, one episode over the limit is an error), failed
+downloads, and the run folder's clean-up on close and after a crash."""
 
 import os
 import threading
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dl.contracts.errors import SourceFileNotFoundError
-from dl.kits.remote.file_cache import CacheLimitError, PrefetchCache
+from dl.kits.remote.file_cache import CacheLimitError, Piece, PrefetchCache
 
 
 class Remote:
@@ -21,16 +22,36 @@ class Remote:
         self.gate = threading.Event()
         self.gate.set()
 
-    def download(self, rel, size, out):
+    def download(self, rel, start, end, out):
         self.gate.wait(timeout=30)
         if rel not in self.files:
             raise SourceFileNotFoundError(f"remote://{rel} does not exist.")
-        self.fetched.append(rel)
-        out.write(self.files[rel])
+        self.fetched.append(rel if (start, end) == (0, len(self.files[rel])) else (rel, start, end))
+        out.write(self.files[rel][start:end])
 
 
-def sizes(remote: Remote, *names: str) -> dict[str, int]:
-    return {n: len(remote.files[n]) for n in names}
+def sizes(remote: Remote, *names: str) -> list[Piece]:
+    """Whole files as pieces."""
+    return [Piece(n, 0, len(remote.files[n])) for n in names]
+
+
+def local_path(cache: PrefetchCache, rel: str) -> str | None:
+    """The local copy of a whole file cached as one range (None: not cached)."""
+    located = cache.locate(rel, 0)
+    return None if located is None else located.path
+
+
+def read_at(cache: PrefetchCache, rel: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of `rel` through the cached ranges, crossing from one into the next."""
+    out = b""
+    while start < end:
+        located = cache.locate(rel, start)
+        assert located is not None, f"{rel} byte {start} is not cached"
+        with open(located.path, "rb") as f:
+            f.seek(start - located.start)
+            chunk = f.read(min(end, located.end) - start)
+        out, start = out + chunk, start + len(chunk)
+    return out
 
 
 def cache_files(cache: PrefetchCache) -> list[str]:
@@ -42,7 +63,7 @@ def test_shared_files_stay_until_the_last_episode_leaves(tmp_path):
     cache = PrefetchCache(tmp_path, 1000, remote.download, threads=2)
     cache.admit(0, sizes(remote, "a", "shared"))
     cache.admit(1, sizes(remote, "shared", "b"))
-    paths = {rel: cache.local_path(rel) for rel in ("a", "shared", "b")}
+    paths = {rel: local_path(cache, rel) for rel in ("a", "shared", "b")}
     assert {rel: open(p, "rb").read() for rel, p in paths.items()} == remote.files
     assert sorted(remote.fetched) == ["a", "b", "shared"]  # the shared file once
     cache.release(0)
@@ -59,10 +80,10 @@ def test_files_wait_for_room_and_reads_of_waiting_files_go_remote(tmp_path):
     cache = PrefetchCache(tmp_path, 100, remote.download, threads=1, on_reserved=peaks.append)
     cache.admit(0, sizes(remote, "a"))
     cache.admit(1, sizes(remote, "b"))  # does not block: b waits for room
-    assert cache.local_path("a") is not None
-    assert cache.local_path("b") is None  # the reader streams it instead of waiting (no deadlock)
+    assert local_path(cache, "a") is not None
+    assert local_path(cache, "b") is None  # the reader streams it instead of waiting (no deadlock)
     cache.release(0)
-    assert open(cache.local_path("b"), "rb").read() == remote.files["b"]
+    assert open(local_path(cache, "b"), "rb").read() == remote.files["b"]
     assert max(peaks) <= 100
     cache.close()
 
@@ -70,7 +91,7 @@ def test_files_wait_for_room_and_reads_of_waiting_files_go_remote(tmp_path):
 def test_one_episode_larger_than_the_limit_is_an_error(tmp_path):
     remote = Remote({"a": b"1" * 60, "b": b"2" * 60})
     cache = PrefetchCache(tmp_path, 100, remote.download)
-    with pytest.raises(CacheLimitError, match=r"episode 7 needs 0\.0 MB.*a, b.*cache_bytes"):
+    with pytest.raises(CacheLimitError, match=r"episode 7 needs 0\.0 MB of a, b.*cache_bytes"):
         cache.admit(7, sizes(remote, "a", "b"))
 
 
@@ -87,10 +108,10 @@ def test_settle_refuses_to_wait_for_room_nobody_frees(tmp_path):
 def test_a_failed_download_fails_every_reader(tmp_path):
     remote = Remote({"a": b"1"})
     cache = PrefetchCache(tmp_path, 100, remote.download)
-    cache.admit(0, {"gone.mp4": 5})
+    cache.admit(0, [Piece("gone.mp4", 0, 5)])
     for _ in range(2):
         with pytest.raises(SourceFileNotFoundError, match="gone.mp4"):
-            cache.local_path("gone.mp4")
+            local_path(cache, "gone.mp4")
     with pytest.raises(SourceFileNotFoundError):
         cache.settle()
     cache.release(0)
@@ -102,16 +123,16 @@ def test_a_reader_takes_over_a_queued_download(tmp_path):
     remote = Remote({"a": b"1" * 10, "b": b"2" * 10})
     a_started, b_read = threading.Event(), threading.Event()
 
-    def download(rel, size, out):
+    def download(rel, start, end, out):
         if rel == "a":  # holds the only download thread until "b" has been read
             a_started.set()
             b_read.wait(timeout=30)
-        remote.download(rel, size, out)
+        remote.download(rel, start, end, out)
 
     cache = PrefetchCache(tmp_path, 100, download, threads=1)
     cache.admit(0, sizes(remote, "a", "b"))
     assert a_started.wait(timeout=30)  # "b" is queued behind it
-    assert open(cache.local_path("b"), "rb").read() == remote.files["b"]
+    assert open(local_path(cache, "b"), "rb").read() == remote.files["b"]
     assert remote.fetched == ["b"]  # downloaded by this thread while "a" still held the other one
     b_read.set()
     cache.close()
@@ -123,9 +144,9 @@ def test_release_during_download_deletes_the_file_after_it(tmp_path):
     started, freed = threading.Event(), threading.Event()
     original = remote.download
 
-    def download(rel, size, out):
+    def download(rel, start, end, out):
         started.set()
-        original(rel, size, out)
+        original(rel, start, end, out)
 
     cache = PrefetchCache(tmp_path, 100, download, threads=1, on_reserved=lambda n: n == 0 and freed.set())
     cache.admit(0, sizes(remote, "a"))
@@ -143,11 +164,11 @@ def test_a_file_readmitted_while_its_old_download_runs_keeps_its_new_copy(tmp_pa
     first_started, first_gate = threading.Event(), threading.Event()
     original = remote.download
 
-    def download(rel, size, out):
+    def download(rel, start, end, out):
         if not first_started.is_set():  # the first download waits until the second one is done
             first_started.set()
             assert first_gate.wait(timeout=30)
-        original(rel, size, out)
+        original(rel, start, end, out)
 
     reserved, first_ended = [], threading.Event()
 
@@ -161,7 +182,7 @@ def test_a_file_readmitted_while_its_old_download_runs_keeps_its_new_copy(tmp_pa
     assert first_started.wait(timeout=30)
     cache.release(0)  # the first download is still running
     cache.admit(1, sizes(remote, "a"))
-    path = cache.local_path("a")  # this thread takes the second download over
+    path = local_path(cache, "a")  # this thread takes the second download over
     first_gate.set()
     assert first_ended.wait(timeout=30)  # the first download ended and deleted its own copy, not the second one
     assert open(path, "rb").read() == remote.files["a"]
@@ -180,6 +201,32 @@ def test_run_folders_of_dead_processes_are_removed(tmp_path):
     cache.close()
 
 
+def test_overlapping_ranges_of_two_episodes_download_only_the_gaps(tmp_path):
+    remote = Remote({"v.mp4": bytes(range(200)) * 5})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1)
+    cache.admit(0, [Piece("v.mp4", 0, 100), Piece("v.mp4", 300, 500)])  # a header and an episode
+    cache.admit(1, [Piece("v.mp4", 0, 100), Piece("v.mp4", 450, 700)])  # the same header, an episode overlapping
+    assert read_at(cache, "v.mp4", 0, 100) == remote.files["v.mp4"][:100]
+    assert read_at(cache, "v.mp4", 300, 700) == remote.files["v.mp4"][300:700]  # across two entries
+    assert sorted(remote.fetched) == [("v.mp4", 0, 100), ("v.mp4", 300, 500), ("v.mp4", 500, 700)]
+    assert cache.locate("v.mp4", 200) is None  # never admitted: the reader goes remote
+    cache.release(0)
+    assert read_at(cache, "v.mp4", 450, 700) == remote.files["v.mp4"][450:700]
+    assert cache.reserved == 100 + 200 + 200  # the entry 300-500 stays whole: key 1 holds its part 450-500
+    cache.release(1)
+    assert cache.reserved == 0 and cache_files(cache) == []
+    cache.close()
+
+
+def test_pieces_of_one_admission_that_meet_are_one_download(tmp_path):
+    remote = Remote({"v.mp4": bytes(300)})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1)
+    cache.admit(0, [Piece("v.mp4", 100, 200), Piece("v.mp4", 0, 100), Piece("v.mp4", 150, 250)])
+    cache.settle()
+    assert remote.fetched == [("v.mp4", 0, 250)]
+    cache.close()
+
+
 @settings(max_examples=40, deadline=None, derandomize=True, database=None)
 @given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 5), st.sets(st.sampled_from("abcdef"), min_size=1,
                                                                            max_size=3)), max_size=25))
@@ -193,7 +240,7 @@ def test_reservations_never_exceed_the_limit_and_all_go(tmp_path_factory, ops):
             cache.admit(key, sizes(remote, *sorted(names)))
             held.add(key)
             for name in names:
-                path = cache.local_path(name)
+                path = local_path(cache, name)
                 assert path is None or open(path, "rb").read() == remote.files[name]
         elif not admit and key in held:
             cache.release(key)

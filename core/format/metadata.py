@@ -101,7 +101,8 @@ class DatasetMeta:
         """Everything `load` read, JSON-ready, so another process can rebuild this object with
         `from_snapshot` without a single request."""
         return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
-                "stats": self.stats, "files": self.files, "episodes": [e.to_dict() for e in self.episodes.values()]}
+                "stats": self.stats, "files": self.files, "episodes": [e.to_dict() for e in self.episodes.values()],
+                "source": self.source.state()}
 
     @classmethod
     def from_snapshot(cls, source: Source, snapshot: dict) -> "DatasetMeta":
@@ -114,6 +115,7 @@ class DatasetMeta:
             raise DlError(f"metadata snapshot of {snapshot['url']} does not belong to {source.url}.")
         episodes = {e["index"]: EpisodeMeta.from_dict(e) for e in snapshot["episodes"]}
         tasks = {int(i): t for i, t in snapshot["tasks"]}
+        source.restore(snapshot.get("source") or {})
         return cls(source, snapshot["info"], episodes, tasks, snapshot["stats"], snapshot["files"])
 
     @cached_property
@@ -179,15 +181,17 @@ class DatasetMeta:
         return set(self.files)
 
     def file_spans(self, episode: EpisodeMeta) -> list[FileSpan]:
-        """What `episode` needs, for `Source.admit`: its data file and each camera's video file, whole, with
-        their listed sizes and the episode's share of each (its frames over the frames of every episode in
-        that data file; its span over the spans of every episode in that video file)."""
+        """What `episode` needs, for `Source.prepare` / `admit`: its data file's rows (`episode`) and each
+        camera's video between its from/to timestamps, with the files' listed sizes and the episode's share of
+        each (its frames over the frames of every episode in that data file; its span over the spans of every
+        episode in that video file)."""
         spans = [FileSpan(episode.data_path, size=self.files.get(episode.data_path),
-                          share=episode.length / self._file_totals[episode.data_path])]
+                          share=episode.length / self._file_totals[episode.data_path], episode=episode.index)]
         for video in episode.videos.values():
             total = self._file_totals[video.path]
             share = (video.to_timestamp - video.from_timestamp) / total if total > 0 else 1.0
-            spans.append(FileSpan(video.path, size=self.files.get(video.path), share=share))
+            spans.append(FileSpan(video.path, size=self.files.get(video.path), share=share,
+                                  from_timestamp=video.from_timestamp, to_timestamp=video.to_timestamp))
         return spans
 
     @cached_property

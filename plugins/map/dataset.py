@@ -56,7 +56,7 @@ class MapDataset(torch.utils.data.Dataset):
         keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, keys, decoder, config)
         check_streams(meta, decoder, self.episodes[0])
-        announce_download(meta, self.episodes)
+        announce_download(meta, self.episodes)  # indexes remote files and says how many bytes follow
         for ep in self.episodes:  # every selected episode is needed from the start
             meta.source.admit(ep.index, meta.file_spans(ep))
         meta.source.settle()  # local copies before DataLoader workers fork (no-op for local sources)
@@ -127,11 +127,13 @@ class MapDataset(torch.utils.data.Dataset):
 
 
 def announce_download(meta: DatasetMeta, episodes) -> None:
-    """Say (logger `dl.plugins.map`, INFO) how many bytes the selection needs before a remote source
-    fetches them; nothing for a local source."""
-    if meta.source.is_local:
+    """Have the source plan the selection's byte ranges (`Source.prepare`: a remote source indexes the files)
+    and say (logger `dl.plugins.map`, INFO) how many bytes it will fetch before it does; nothing is said for a
+    source that fetches nothing (local)."""
+    total = meta.source.prepare([span for ep in episodes for span in meta.file_spans(ep)])
+    if total is None:
         return
     files = sorted({f for ep in episodes for f in ep.files()})
-    total = sum(meta.files.get(f, 0) for f in files)
-    log.info("map loader: %d episode(s) need %d file(s), %.1f MB, from %s; fetching them now", len(episodes),
-             len(files), total / 1e6, meta.source.url)
+    whole = sum(meta.files.get(f, 0) for f in files)
+    log.info("map loader: %d episode(s) need %.1f MB of %d file(s) (%.1f MB whole), from %s; fetching them now",
+             len(episodes), total / 1e6, len(files), whole / 1e6, meta.source.url)

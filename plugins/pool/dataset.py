@@ -57,8 +57,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
     DataLoader and non-persistent workers call `set_epoch(e)`, or use `dl.ResumableDataLoader`, which also
     saves and restores the position (`dl.dataloader.resume`).
 
-    The source hears of each episode as the pool admits it (`Source.admit`, with its data and video files)
-    and when it leaves (`Source.release`), so a remote source can fetch ahead.
+    The source learns every selected episode's spans up front (`Source.prepare`, in the process that builds
+    the loader: a remote source indexes the files there, once), hears of each episode as the pool admits it
+    (`Source.admit`, with its data rows and video time spans) and when it leaves (`Source.release`), so a
+    remote source fetches ahead only the byte ranges the episode needs.
 
     Args:
         meta, decoder, config: as every loader (`dl.contracts.loader.Loader`).
@@ -105,6 +107,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
         check_streams(meta, decoder, self.episodes[0])
+        meta.source.prepare([span for ep in self.episodes for span in meta.file_spans(ep)])  # ranges, on the host
         self.order = self._order(decode_chunk_frames)
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",
                                         "frames_decoded", "decode_buffer_bytes_peak"))
