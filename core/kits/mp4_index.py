@@ -27,14 +27,12 @@ HEAD_BYTES = 64 << 10
 `ftyp` and a faststart file's `moov`."""
 MAX_TOP_BOXES = 4096
 """A file with more top-level boxes than this is refused (a corrupt size field would otherwise loop)."""
-PROBE_SAMPLES = 16
-"""Samples from the track's first one a decoder reads when it opens the file (FFmpeg's stream probe reads a
-few; measured with torchcodec 0.13 / FFmpeg 5.1 on AV1, H.264 and HEVC files)."""
-TAIL_SAMPLES = 8
-"""Samples past the last one a span needs that a decoder reads ahead, beyond a keyframe interval and the
-reorder depth (measured: torchcodec reads up to ~8 samples past the last wanted frame of an AV1 GOP-2
-file, and about a GOP plus the B-frame depth more of H.264/HEVC; a read past the span still succeeds,
-as a separate request)."""
+READ_AHEAD_BYTES = 64 << 10
+"""What a reader fetches past the bytes it needs: torchcodec fills its 64 KiB I/O buffer from a file-like
+object (reading on after a short read), so the first samples (FFmpeg's stream probe on open) and every
+span's samples are followed by this many bytes (measured with torchcodec 0.13 / FFmpeg 5.1: with them, no
+read falls outside the ranges on AV1, H.264, HEVC and MPEG-4 files; a read that does still succeeds, as a
+request of its own)."""
 
 Read = Callable[[int, int], bytes]
 """`read(start, end)`: bytes `[start, end)` of the file (one ranged request)."""
@@ -56,8 +54,8 @@ class SampleIndex:
         keyframes: bool [N], whether the sample is a keyframe (decoding may start there).
         timescale: units per second of `pts`.
         header: the byte ranges `[start, end)` a demuxer reads to open the file: every top-level box up to the
-            media data's payload (with `ftyp` and a faststart `moov`), a trailing `moov`, and the first
-            `PROBE_SAMPLES` samples (read by FFmpeg's stream probe); merged, ascending.
+            media data's payload (with `ftyp` and a faststart `moov`), a trailing `moov`, and `READ_AHEAD_BYTES`
+            from the first sample (read by FFmpeg's stream probe); merged, ascending.
         size: the file's size in bytes.
         moov: the `[start, end)` of the `moov` box (the index itself).
         codec: the sample entry's four-character code (e.g. "av01", "avc1", "hvc1", "mp4v").
@@ -83,8 +81,8 @@ class SampleIndex:
         within half a frame of a bound count as inside, as timestamps are rounded):
         `(first, last, shown_first, shown_last)`, inclusive decode-order indices: from the keyframe at or
         before the first shown frame to the last sample a decoder reads before it has output them all (the
-        last shown one, plus the reorder depth of B-frames, a keyframe interval and `TAIL_SAMPLES` of
-        read-ahead), and the decode-order range of the shown frames.
+        last shown one, plus the reorder depth of B-frames and a keyframe interval), and the decode-order
+        range of the shown frames. `byte_ranges` adds the reader's read-ahead.
 
         Raises:
             Mp4IndexError: no frame falls in the span.
@@ -98,7 +96,7 @@ class SampleIndex:
         lo, hi = int(shown.min()), int(shown.max())
         keys = np.flatnonzero(self.keyframes[: lo + 1])
         first = int(keys[-1]) if len(keys) else 0
-        last = min(hi + TAIL_SAMPLES + self.keyframe_interval + self.reorder_depth, len(self.pts) - 1)
+        last = min(hi + self.keyframe_interval + self.reorder_depth, len(self.pts) - 1)
         return first, last, lo, hi
 
     @property
@@ -116,9 +114,12 @@ class SampleIndex:
         return int(max(0, (np.arange(len(self.pts)) - rank).max(), (rank - np.arange(len(self.pts))).max()))
 
     def byte_ranges(self, first: int, last: int) -> list[tuple[int, int]]:
-        """The bytes of samples `first..last` (decode order, inclusive) as merged `[start, end)` ranges."""
+        """The bytes of samples `first..last` (decode order, inclusive) and the `READ_AHEAD_BYTES` after the
+        last one (within the file), as merged `[start, end)` ranges."""
         starts, ends = self.offsets[first:last + 1], self.offsets[first:last + 1] + self.sizes[first:last + 1]
-        return merge_ranges(zip(starts.tolist(), ends.tolist(), strict=True))
+        tail = int(ends.max())
+        return merge_ranges([*zip(starts.tolist(), ends.tolist(), strict=True),
+                             (tail, min(self.size, tail + READ_AHEAD_BYTES))])
 
     def bytes_of(self, first: int, last: int) -> int:
         """Bytes of samples `first..last` (inclusive)."""
@@ -176,7 +177,7 @@ def read_index(read: Read, size: int, name: str = "video") -> SampleIndex:
     offsets, sizes = index["offsets"], index["sizes"]
     if len(offsets) and int((offsets + sizes).max()) > size:
         raise Mp4IndexError(f"{name}: samples extend past the file's {size} bytes (truncated)")
-    probe = [(int(o), int(o + s)) for o, s in zip(offsets[:PROBE_SAMPLES], sizes[:PROBE_SAMPLES], strict=True)]
+    probe = [(int(offsets[0]), min(size, int(offsets[0]) + READ_AHEAD_BYTES))] if len(offsets) else []
     return SampleIndex(offsets, sizes, index["pts"], index["keyframes"], index["timescale"],
                        tuple(merge_ranges(header + probe)), size, moov_at,
                        index["codec"])

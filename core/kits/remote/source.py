@@ -40,7 +40,7 @@ from ..paths import cache_dir
 from .file_cache import Located, PrefetchCache
 from .file_plan import digest
 from .plans import FilePlans
-from .retry import Failure, RemoteReadError, RetryPolicy
+from .retry import Failure, RemoteReadError, RetryPolicy, classify
 from .views import CachedView, RangeReader
 
 if TYPE_CHECKING:
@@ -201,7 +201,15 @@ class RemoteSource(Source):
         if start is not None and end is not None and end <= start:
             return b""
         fs, path = self._where(rel)
-        data = self._call(rel, lambda: self.request_range(fs, path, start, end))
+        try:
+            data = self._call(rel, lambda: self.request_range(fs, path, start, end))
+        except RemoteReadError as exc:
+            if exc.__cause__ is not None and classify(exc.__cause__).status == 416:  # range not satisfiable
+                raise RemoteReadError(
+                    f"{self.url}/{rel}: bytes {start or 0}-{end} lie past the end of the file (listed at "
+                    f"{self._sizes.get(rel, '?')} bytes): the file changed since it was listed. Start the run again "
+                    "to read the new version.") from None
+            raise
         self._count("bytes_fetched", len(data))
         if end is not None and len(data) != end - (start or 0) and (rel not in self._sizes or end <= self._sizes[rel]):
             raise RemoteReadError(f"{self.url}/{rel}: asked for bytes {start or 0}-{end} of a file listed at "
