@@ -107,6 +107,7 @@ def test_an_episode_reads_only_its_row_groups(s3, dataset_factory):  # noqa: F81
     data_size = meta.files[ep.data_path]
     planned = source.prepare(meta.file_spans(ep))
     assert planned < data_size
+    source.reset_stats()
     dataset = dl.make_dataset(str(root), source="local", loader="map", episodes=[3])
     local = [dataset[i]["index"].item() for i in range(len(dataset))]
     remote = build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[3])).loader
