@@ -43,6 +43,20 @@ def test_bucket_every_frame_exactly_once_under_faults(s3, small_dataset, loader,
     assert stats["retries"] > 0 and stats["throttled_429"] > 0 and stats["failures"] == 0
 
 
+def test_real_layout_every_frame_exactly_once_under_faults(s3, dataset_factory):  # noqa: F811
+    """LeRobot's layout: many episodes per video and data file, one row group per data file; the pool's workers
+    fetch each episode's ranges through resets, 429s and 503s."""
+    root = dataset_factory(episodes=12, episodes_per_file=12, frames_per_episode=(20, 30), row_group_size=None)
+    url = upload(s3, root)
+    with FaultProxy(s3.endpoint_url, faults=FAULTS) as proxy:
+        source = s3_source(s3, url, proxy.endpoint_url, retry_attempts=ATTEMPTS)
+        seen, total = frames_seen(source, "pool", 2)
+        stats = source.stats()
+    assert seen.tolist() == list(range(total))
+    assert proxy.injected["429"] and proxy.injected["503"] and proxy.injected["reset"]
+    assert stats["retries"] > 0 and stats["failures"] == 0 and stats["ranges_prefetched"] > 0
+
+
 def test_worker_caches_are_removed_when_workers_exit(s3, small_dataset, tmp_path):  # noqa: F811
     source = s3_source(s3, upload(s3, small_dataset))
     seen, total = frames_seen(source, "pool", 2)
