@@ -10,6 +10,7 @@ import argparse
 import io
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -58,10 +59,12 @@ def main() -> int:
     episodes = [(float(a), min(float(a) + args.episode_s, float(index.pts_s.max()) + 1 / fps)) for a in bounds]
     order = np.random.default_rng(0).permutation(len(episodes))
     clips = {}
-    for a, b in episodes:  # the per-episode MP4s, built before timing
-        clips[a] = subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-ss", f"{a}", "-to", f"{b}", "-i",
-                                   args.video, "-c", "copy", "-f", "mp4", "-movflags", "+faststart", "pipe:1"],
-                                  check=True, capture_output=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        for a, b in episodes:  # the per-episode MP4s, built before timing
+            out = f"{tmp}/clip.mp4"
+            subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-ss", f"{a}", "-to", f"{b}", "-i",
+                            args.video, "-c", "copy", "-movflags", "+faststart", out], check=True)
+            clips[a] = open(out, "rb").read()
     spans = [index.decode_span(a, b)[:2] for a, b in episodes]
     ranges = merge_ranges([*index.header, *(r for lo, hi in spans for r in index.byte_ranges(lo, hi))])
     results = {}
