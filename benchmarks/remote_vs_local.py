@@ -8,19 +8,23 @@ caps bandwidth, all on loopback, runs interleaved so a noisy machine affects eac
     .venv/bin/python benchmarks/remote_vs_local.py --latency-ms 100 --mbit 40   # a cross-region bucket
 
 `--dataset layout` generates (once, into dl's cache folder) a dataset with the layout LeRobot v3.0 writes:
-10 episodes per video and data file, 2 cameras, AV1 GOP 2 at 640x480, one row group per data file.
+10 episodes per video and data file, 2 cameras, AV1 GOP 2 at 640x480 (~6 KB per frame), one row group per data
+file.
 
 Prints one line per run and a summary per configuration (median samples/s and its ratio to local, first
-batch, bytes fetched / needed, time to the first admission's ranges), and writes every result to --out
+batch, bytes fetched / needed, time to the first admission's ranges, and the cores busy over each run: the
+servers and proxies, which run in this process, and the `dl run` with its workers), and writes every result to --out
 (JSON). Issue 18's targets behind 20 ms / 80 Mbit/s: samples/s >= 0.9 of local, first batch <= 2 s, bytes
 fetched / needed <= 1.1.
 """
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from dl_runs import OPEN50, OPEN50_USABLE
@@ -34,13 +38,14 @@ from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
 CONFIGS = ("local", "bucket", "bucket-noprefetch", "hub")
 LAYOUT = SyntheticConfig(episodes=30, frames_per_episode=(240, 360), cameras=2, width=640, height=480, codec="av1",
-                         gop=2, episodes_per_file=10, row_group_size=None, seed=18)
-"""LeRobot v3.0's real layout: many episodes per video and data file, one row group per data file."""
+                         gop=2, episodes_per_file=10, row_group_size=None, seed=18, texture=44)
+"""LeRobot v3.0's real layout: many episodes per video and data file, one row group per data file; textured
+frames at a robot camera's bitrate (~6 KB per frame, like open50), so fixed per-episode costs weigh as they would."""
 
 
 def layout_dataset() -> Path:
     """The generated real-layout dataset (written once into dl's cache folder)."""
-    root = cache_dir("benchmarks") / "remote_layout_v1"
+    root = cache_dir("benchmarks") / "remote_layout_v2"
     if not (root / "meta" / "info.json").is_file():
         print(f"generating {root} (once)...", flush=True)
         write_synthetic_dataset(root, LAYOUT)
@@ -93,10 +98,13 @@ def main() -> int:
             sources["bucket-noprefetch"] = [*sources["bucket"], "--source-option", "prefetch=false"]
             for repeat in range(args.repeats):
                 for config in configs:
+                    cpu = _cpu_s()
                     result = dl_run(args, Path(tmp) / f"{config}-{repeat}", sources[config])
+                    server_s, run_s, wall_s = (b - a for a, b in zip(cpu, _cpu_s(), strict=True))
                     row = {"config": config, "repeat": repeat, "status": result.get("status"),
                            "samples_per_s": result.get("samples_per_s"),
                            "first_batch_s": result.get("first_batch_latency_s"),
+                           "server_cpu_s": round(server_s, 2), "run_cpu_s": round(run_s, 2), "wall_s": round(wall_s, 2),
                            "source_stats": result.get("source_stats"), "error": result.get("error")}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
@@ -109,16 +117,30 @@ def main() -> int:
                            "median_first_batch_s": _median([r["first_batch_s"] for r in ok]),
                            "median_read_amplification": _median([s.get("read_amplification") for s in stats]),
                            "median_first_admission_s": _median([s.get("first_admission_s") for s in stats]),
-                           "metadata_s": _median([s.get("metadata_s") for s in stats])}
+                           "metadata_s": _median([s.get("metadata_s") for s in stats]),
+                           "median_server_cpu_share": _median([r["server_cpu_s"] / r["wall_s"] for r in ok]),
+                           "median_run_cpu_share": _median([r["run_cpu_s"] / r["wall_s"] for r in ok])}
     local = summary.get("local", {}).get("median_samples_per_s")
     for config, s in summary.items():
         rate = s["median_samples_per_s"]
         s["ratio_to_local"] = round(rate / local, 3) if local and rate else None
         print(f"{config:>18}: median {rate} samples/s over {s['runs']}; vs local {s['ratio_to_local']}; first batch "
               f"{s['median_first_batch_s']} s (first admission {s['median_first_admission_s']} s, metadata "
-              f"{s['metadata_s']} s on the host); fetched / needed {s['median_read_amplification']}")
+              f"{s['metadata_s']} s on the host); fetched / needed {s['median_read_amplification']}; cores busy: "
+              f"server and proxy {_round(s['median_server_cpu_share'])}, dl run {_round(s['median_run_cpu_share'])}")
     Path(args.out).write_text(json.dumps({"args": vars(args), "runs": rows, "summary": summary}, indent=2))
     return 0
+
+
+def _cpu_s() -> tuple[float, float, float]:
+    """(CPU seconds of this process: the servers and proxies, CPU seconds of finished child processes: the `dl
+    run`s and their DataLoader workers, wall seconds)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, time.perf_counter()
+
+
+def _round(value):
+    return None if value is None else round(value, 2)
 
 
 def _median(values):

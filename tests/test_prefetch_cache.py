@@ -1,5 +1,6 @@
 """dl.kits.remote.file_cache.PrefetchCache: byte ranges as the unit (overlapping and adjacent ranges of several
-episodes held once, only gaps downloaded), reference counting of ranges shared by episodes, the byte limit
+episodes held once, only gaps downloaded), downloads cut into pieces, the first piece of every range first (an
+atomic range never cut), reference counting of ranges shared by episodes, the byte limit
 (waiting in line, reads of waiting ranges go remote, one episode over the limit is an error), failed
 downloads, and the run folder's clean-up on close and after a crash."""
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from dl.contracts.errors import SourceFileNotFoundError
 from dl.kits.remote.file_cache import CacheLimitError, Piece, PrefetchCache
+from dl.kits.remote.piece_order import PieceOrder
 
 
 class Remote:
@@ -250,3 +252,73 @@ def test_reservations_never_exceed_the_limit_and_all_go(tmp_path_factory, ops):
     cache.close()  # waits for downloads still in flight: a released one unreserves when it ends
     assert 0 <= min(peaks, default=0) and max(peaks, default=0) <= 60
     assert cache.reserved == 0
+
+
+def gated(remote: Remote):
+    """`remote.download` held at `remote.gate`, and an event set once the first download started."""
+    remote.gate.clear()
+    started = threading.Event()
+
+    def download(rel, start, end, out):
+        started.set()
+        remote.download(rel, start, end, out)
+
+    return download, started
+
+
+def test_first_pieces_of_every_range_come_first(tmp_path):
+    remote = Remote({"v.mp4": bytes(range(100)) * 3})
+    download, started = gated(remote)
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40))
+    cache.admit(0, [Piece("v.mp4", 0, 100)])
+    assert started.wait(timeout=30)  # the only thread holds piece 0-10
+    cache.admit(1, [Piece("v.mp4", 200, 300)])
+    assert not cache.ready(1, depth=0)
+    remote.gate.set()
+    cache.settle()
+    assert cache.ready(0, depth=0) and cache.ready(1)
+    assert remote.fetched == [("v.mp4", 0, 10), ("v.mp4", 200, 210), ("v.mp4", 10, 30), ("v.mp4", 210, 230),
+                              ("v.mp4", 30, 70), ("v.mp4", 230, 270), ("v.mp4", 70, 100), ("v.mp4", 270, 300)]
+    assert read_at(cache, "v.mp4", 0, 100) + read_at(cache, "v.mp4", 200, 300) == \
+        remote.files["v.mp4"][:100] + remote.files["v.mp4"][200:]
+    cache.close()
+
+
+def test_a_piece_another_key_starts_on_moves_up(tmp_path):
+    remote = Remote({"v.mp4": bytes(100)})
+    download, started = gated(remote)
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40))
+    cache.admit(0, [Piece("v.mp4", 0, 100)])  # pieces 0-10, 10-30, 30-70, 70-100 (depths 0 to 3)
+    assert started.wait(timeout=30)
+    cache.admit(1, [Piece("v.mp4", 70, 100)])  # held already; its first piece for key 1
+    remote.gate.set()
+    cache.settle()
+    assert remote.fetched == [("v.mp4", 0, 10), ("v.mp4", 70, 100), ("v.mp4", 10, 30), ("v.mp4", 30, 70)]
+    cache.close()
+
+
+def test_atomic_ranges_are_never_cut(tmp_path):
+    remote = Remote({"v.mp4": bytes(100)})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1, order=PieceOrder(10, 40))
+    cache.admit(0, [Piece("v.mp4", 0, 100)], atomic=[Piece("v.mp4", 5, 25), Piece("other", 0, 100)])
+    cache.settle()
+    assert sorted(remote.fetched) == [("v.mp4", 0, 30), ("v.mp4", 30, 70), ("v.mp4", 70, 100)]
+    cache.close()
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(first=st.integers(1, 50), grow=st.integers(0, 4), start=st.integers(0, 500), lo=st.integers(0, 2000),
+       length=st.integers(1, 3000), atomic=st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 300)), max_size=3))
+def test_pieces_tile_the_gap_shallowest_first(first, grow, start, lo, length, atomic):
+    order = PieceOrder(first, first << grow)
+    lo += start
+    fixed = [(a, a + n) for a, n in atomic]
+    pieces = order.cut(start, (lo, lo + length), fixed)
+    assert pieces[0][0] == lo and pieces[-1][1] == lo + length
+    assert all(a < b and b == c for (a, b, _), (c, _, _) in zip(pieces, pieces[1:] + [(lo + length, 0, 0)],
+                                                                strict=True))
+    assert [d for _, _, d in pieces] == sorted(d for _, _, d in pieces)  # deeper into the range, deeper pieces
+    assert not any(a < b < z for _, b, _ in pieces[:-1] for a, z in fixed)  # no cut inside an atomic range
+    if not fixed:
+        assert all(b - a <= order.max_bytes for a, b, _ in pieces)
+        assert pieces[0][2] == order.depth(lo - start) and (lo != start or pieces[0][1] - lo <= first)

@@ -8,10 +8,13 @@ episodes per file, so ranges of several keys (episodes) may meet or overlap. Ran
 overlap: a key admitting bytes already held (or on their way) holds those entries too and only the gaps
 are downloaded, so adjacent episodes share their common bytes (a keyframe, a row group) and a reader
 crosses from one entry into the next. An entry is deleted when the last key holding it is released.
-Admission never blocks the caller: entries wait in line (first come, first served) until the byte limit
-lets them in, and a reader that needs bytes still waiting for room gets `None` and reads them remotely
-instead, so a full cache slows reads down but can never deadlock a loader that admits its next episode
-before releasing the last one. One key needing more bytes than the whole limit is an error that says so.
+Downloads are pieces of the admitted ranges, first bytes first (`dl.kits.remote.piece_order`): the first piece
+of every admitted range before the second of any, so a loader that opens many episodes at once can start on all
+of them without waiting for any whole range. Admission never blocks the caller: entries wait in line (first
+come, first served) until the byte limit lets them in, and a reader that needs bytes still waiting for room
+gets `None` and reads them remotely instead, so a full cache slows reads down but can never deadlock a loader
+that admits its next episode before releasing the last one. One key needing more bytes than the whole limit is
+an error that says so.
 
 Each process caches into its own run-scoped folder `<dl cache>/remote/run-<pid>-<start time>`, removed when
 the process exits (also in DataLoader workers) and, after a crash, by the next process that starts a cache.
@@ -20,6 +23,8 @@ the process exits (also in DataLoader workers) and, after a crash, by the next p
 import bisect
 import enum
 import hashlib
+import heapq
+import itertools
 import os
 import shutil
 import threading
@@ -32,6 +37,7 @@ from typing import BinaryIO, NamedTuple
 import psutil
 
 from ...contracts.errors import DlError
+from .piece_order import PieceOrder
 
 Download = Callable[[str, int, int, BinaryIO], None]
 """`download(rel, start, end, out)`: write bytes `[start, end)` of the remote file `rel` into `out`; raises on
@@ -67,10 +73,10 @@ class State(enum.Enum):
 
 
 class _Entry:
-    __slots__ = ("piece", "keys", "state", "done", "error", "path")
+    __slots__ = ("piece", "keys", "state", "done", "error", "path", "depth")
 
-    def __init__(self, piece: Piece, path: str):
-        self.piece, self.path = piece, path
+    def __init__(self, piece: Piece, path: str, depth: int):
+        self.piece, self.path, self.depth = piece, path, depth  # depth: the shallowest any key reads it at
         self.keys: set = set()
         self.state = State.WAITING
         self.done = threading.Event()
@@ -93,11 +99,12 @@ class PrefetchCache:
         on_done: called after each download ends (ready or failed), outside the lock.
         inherited: `Located` copies by file of ranges a parent process had ready when this one forked: read
             when still present, never deleted by this process.
+        order: where ranges are cut into downloads (`dl.kits.remote.piece_order.PieceOrder`).
     """
 
     def __init__(self, base: Path, limit_bytes: int, download: Download, threads: int = 4,
                  on_reserved: Callable[[int], None] | None = None, on_done: Callable[[], None] | None = None,
-                 inherited: dict[str, list[Located]] | None = None):
+                 inherited: dict[str, list[Located]] | None = None, order: PieceOrder | None = None):
         if limit_bytes < 1:
             raise DlError(f"cache limit must be >= 1 byte, got {limit_bytes}.")
         self.base, self.limit, self.download, self.threads = Path(base), int(limit_bytes), download, max(1, threads)
@@ -107,9 +114,11 @@ class PrefetchCache:
         self.reserved = 0
         self._entries: dict[Piece, _Entry] = {}
         self._by_file: dict[str, list[Piece]] = {}  # each file's entries, sorted, never overlapping
-        self._held: dict[object, set[Piece]] = {}
+        self.order = order or PieceOrder()
+        self._held: dict[object, dict[Piece, int]] = {}  # each key's entries and the depth it reads them at
         self._waiting: deque[Piece] = deque()
-        self._queued: deque[Piece] = deque()
+        self._queued: list[tuple[int, int, Piece]] = []  # a heap of (depth, number, piece); stale items skipped
+        self._numbers = itertools.count()
         self._cond = threading.Condition()
         self._workers: list[threading.Thread] = []
         self._copies = 0  # numbers each local copy, so a re-admitted range never shares a path with one in flight
@@ -117,14 +126,19 @@ class PrefetchCache:
         self.dir: Path | None = None
 
     # ------------------------------------------------------------------------------------ admission
-    def admit(self, key: object, pieces: list[Piece]) -> None:
-        """`key` will read `pieces` (byte ranges): download the bytes not held yet, as room allows.
+    def admit(self, key: object, pieces: list[Piece], atomic: list[Piece] = ()) -> None:
+        """`key` will read `pieces` (byte ranges, each from its start): download the bytes not held yet, as room
+        allows, first bytes first.
+
+        Args:
+            atomic: ranges to download in one request each, never cut (an index whose digest is checked).
 
         Raises:
             CacheLimitError: the bytes `key` needs, beyond those already held, exceed the limit.
         """
         with self._cond:
-            gaps = [gap for piece in _merged(pieces) for gap in self._gaps(piece)]
+            ranges = _merged(pieces)
+            gaps = [gap for piece in ranges for gap in self._gaps(piece)]
             need = sum(g.end - g.start for g in gaps)
             if need > self.limit:
                 files = sorted({g.rel for g in gaps})
@@ -133,18 +147,29 @@ class PrefetchCache:
                     f"{_mb(self.limit)} in this process; raise the source option cache_bytes, or set "
                     "prefetch=false to stream reads without a cache.")
             self._start()
-            for gap in gaps:
-                self._copies += 1
-                name = f"{hashlib.sha1(gap.rel.encode()).hexdigest()[:20]}-{self._copies}.part{gap.start}"
-                self._entries[gap] = _Entry(gap, str(self.dir / name))
-                bisect.insort(self._by_file.setdefault(gap.rel, []), gap)
-                self._waiting.append(gap)
-            held = self._held.setdefault(key, set())
-            for piece in _merged(pieces):
-                for covered in self._overlapping(piece):
-                    self._entries[covered].keys.add(key)
-                    held.add(covered)
+            held = self._held.setdefault(key, {})
+            for whole in ranges:
+                fixed = [(a.start, a.end) for a in atomic if a.rel == whole.rel]
+                for gap in self._gaps(whole):
+                    for start, end, depth in self.order.cut(whole.start, (gap.start, gap.end), fixed):
+                        self._add(Piece(whole.rel, start, end), depth)
+                for covered in self._overlapping(whole):
+                    entry, depth = self._entries[covered], self.order.depth(covered.start - whole.start)
+                    entry.keys.add(key)
+                    held[covered] = min(depth, held.get(covered, depth))
+                    if depth < entry.depth:  # another key reads it deeper: download it sooner
+                        entry.depth = depth
+                        if entry.state is State.QUEUED:
+                            heapq.heappush(self._queued, (depth, next(self._numbers), covered))
             self._grant()
+
+    def _add(self, piece: Piece, depth: int) -> None:
+        """A new entry for `piece`, waiting for room (called with the lock held)."""
+        self._copies += 1
+        name = f"{hashlib.sha1(piece.rel.encode()).hexdigest()[:20]}-{self._copies}.part{piece.start}"
+        self._entries[piece] = _Entry(piece, str(self.dir / name), depth)
+        bisect.insort(self._by_file.setdefault(piece.rel, []), piece)
+        self._waiting.append(piece)
 
     def _overlapping(self, piece: Piece) -> list[Piece]:
         """The entries of `piece.rel` overlapping `piece`, ascending."""
@@ -185,9 +210,8 @@ class PrefetchCache:
         if entry.state is State.WAITING:
             self._waiting.remove(entry.piece)
             return
-        if entry.state is State.QUEUED:
-            self._queued.remove(entry.piece)
-        if entry.state in (State.QUEUED, State.READY):  # a download in flight cleans up after itself
+        # a download in flight cleans up after itself; a queued entry's heap item is skipped when it comes up
+        if entry.state in (State.QUEUED, State.READY):
             _remove(entry.path)
             self._unreserve(entry.size)
 
@@ -199,7 +223,7 @@ class PrefetchCache:
                 break
             self._waiting.popleft()
             entry.state = State.QUEUED
-            self._queued.append(entry.piece)
+            heapq.heappush(self._queued, (entry.depth, next(self._numbers), entry.piece))
             self.reserved += entry.size
             self.on_reserved(self.reserved)
         self._cond.notify_all()
@@ -225,8 +249,7 @@ class PrefetchCache:
             if entry.state is State.WAITING:
                 return None
             claimed = entry.state is State.QUEUED
-            if claimed:
-                self._queued.remove(entry.piece)
+            if claimed:  # its heap item is skipped when it comes up
                 entry.state = State.LOADING
         if claimed:
             self._fetch(entry)
@@ -269,10 +292,12 @@ class PrefetchCache:
                     return
                 self._cond.wait(timeout=1.0)
 
-    def ready(self, key: object) -> bool:
-        """Whether every range `key` holds is downloaded (or failed)."""
+    def ready(self, key: object, depth: int | None = None) -> bool:
+        """Whether every entry `key` holds (or only those it reads at `depth` or shallower: 0, the first piece
+        of each of its ranges) is downloaded (or failed)."""
         with self._cond:
-            return all(self._entries[p].state in (State.READY, State.FAILED) for p in self._held.get(key, ()))
+            return all(self._entries[p].state in (State.READY, State.FAILED)
+                       for p, at in self._held.get(key, {}).items() if depth is None or at <= depth)
 
     # ------------------------------------------------------------------------------------ downloads
     def _start(self) -> None:
@@ -287,11 +312,15 @@ class PrefetchCache:
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._queued and not self._closed:
-                    self._cond.wait()
-                if self._closed:
-                    return
-                entry = self._entries[self._queued.popleft()]
+                entry = None
+                while entry is None:
+                    while not self._queued and not self._closed:
+                        self._cond.wait()
+                    if self._closed:
+                        return
+                    entry = self._entries.get(heapq.heappop(self._queued)[2])
+                    if entry is not None and entry.state is not State.QUEUED:  # a stale item: taken or dropped
+                        entry = None
                 entry.state = State.LOADING
             self._fetch(entry)
 

@@ -37,7 +37,7 @@ from ...contracts.errors import DlError
 from ...contracts.source import FileSpan, Source, file_facts
 from ...dataloader.shared_counters import SharedCounters
 from ..paths import cache_dir
-from .file_cache import Located, PrefetchCache
+from .file_cache import Located, Piece, PrefetchCache
 from .file_plan import digest
 from .plans import FilePlans
 from .retry import Failure, RemoteReadError, RetryPolicy, classify
@@ -344,7 +344,9 @@ class RemoteSource(Source):
             proc = self._state()
             if proc.first is None:
                 proc.first = (key, time.perf_counter())
-            self._cache().admit(key, pieces)
+            checked = [Piece(rel, *self.plans.files[rel].check[:2]) for rel in {p.rel for p in pieces}
+                       if rel in self.plans.files]  # index bytes are checked in one piece (`_download`)
+            self._cache().admit(key, pieces, atomic=checked)
 
     def release(self, key: object) -> None:
         if self.prefetch and self._state().cache is not None:
@@ -419,10 +421,12 @@ class RemoteSource(Source):
         self._count("bytes_prefetched", end - start)
 
     def _first_admission_done(self) -> None:
-        """After a download: once every range of this process's first admission is local, count the wait."""
+        """After a download: once the first piece of every range of this process's first admission is local
+        (what a reader starts on), count the wait."""
         proc = self._state()
         first = proc.first
-        if first is not None and not proc.first_done and proc.cache is not None and proc.cache.ready(first[0]):
+        if (first is not None and not proc.first_done and proc.cache is not None
+                and proc.cache.ready(first[0], depth=0)):
             proc.first_done = True
             self._count_max("first_admission_us", int((time.perf_counter() - proc.first[1]) * 1e6))
 
@@ -435,12 +439,13 @@ class RemoteSource(Source):
         """Counters summed over this process and its DataLoader workers since the last reset:
         `requests`, `bytes_fetched`, `retries` (of which `throttled_429` and `server_errors`), `failures`
         (requests given up), `cache_hits` / `remote_reads` (reads served from cached ranges / from the store),
-        `ranges_prefetched`, `bytes_prefetched`, `bytes_needed` (what the admitted episodes' frames and rows
-        occupy), `read_amplification` (fetched / needed), `cache_bytes_peak` (each process's peak
-        reservation, summed), `network_wait_s` (seconds readers blocked on the network, summed over
-        processes); and the time to a first batch's data: `metadata_s` (listing, metadata and file indexes,
-        on the host) and `first_admission_s` (from a process's first admission until its ranges were local;
-        the slowest process)."""
+        `ranges_prefetched` (downloads: pieces of the admitted ranges), `bytes_prefetched`, `bytes_needed` (what
+        the admitted episodes' frames and rows occupy), `read_amplification` (fetched / needed),
+        `cache_bytes_peak` (each process's peak reservation, summed), `network_wait_s` (seconds readers
+        blocked on the network, summed over processes); and the time to a first batch's data: `metadata_s`
+        (listing, metadata and file indexes, on the host) and `first_admission_s` (from a process's first
+        admission until the first piece of each of its ranges was local: what a reader starts on; the slowest
+        process)."""
         totals = self.counters.total()
         wait = totals.pop("network_wait_us") / 1e6
         first = int(self.counters.values[:, self.counters.names.index("first_admission_us")].max())
