@@ -40,6 +40,8 @@ def test_bucket_run_reports_network_figures(s3, small_dataset, tmp_path):  # noq
     assert stats["bytes_fetched"] >= stats["bytes_prefetched"] > 0 and stats["read_amplification"] >= 1
     assert stats["cache_hits"] > 0 and stats["cache_bytes_peak"] > 0
     assert "source: read_amplification" in done.stdout
+    assert "Traceback" not in done.stderr  # the progress thread survives piped output
+    assert stats["first_admission_s"] > 0 and "metadata_s" in stats and stats["ranges_prefetched"] > 0
     written = result["config"]["source_options"]["storage_options"]
     assert written == {"endpoint_url": s3.endpoint_url, "key": "<redacted>", "secret": "<redacted>"}
 

@@ -50,7 +50,9 @@ def resolve_decoder(base: RunSpec, meta: DatasetMeta) -> RunSpec:
 
 def check_dataset(base: RunSpec) -> DatasetMeta:
     """Read the dataset's metadata once and check the selection: a dataset that is not v3.0 or is
-    inconsistent, unknown episodes, missing files of the selected episodes. Writes nothing.
+    inconsistent, unknown episodes, missing files of the selected episodes. A remote source indexes the
+    selected episodes' files here (`Source.prepare`), so the snapshot carries the indexes to every run and
+    rank. Writes nothing.
 
     Raises:
         DlError: what is wrong, naming the file or episode.
@@ -58,8 +60,10 @@ def check_dataset(base: RunSpec) -> DatasetMeta:
     if base.root is None:
         raise DlError("no dataset root: give --root (the host resolves the default dataset before checking).")
     meta = open_dataset(base.root, base.source, base.source_options)
-    if not meta.select(base.episodes):
+    selected = meta.select(base.episodes)
+    if not selected:
         raise DlError(f"{meta.source.url} has no episodes to load.")
+    meta.source.prepare([span for ep in selected for span in meta.file_spans(ep)])  # indexes, into the snapshot
     return meta
 
 

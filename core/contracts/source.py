@@ -25,16 +25,23 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FileSpan:
-    """Bytes of one file an episode needs: `path` relative to the root, `[start, end)` in bytes, or the
+    """What of one file an episode needs: `path` relative to the root, `[start, end)` in bytes, or the
     whole file when both are None. `size` is the whole file's size in bytes when the caller knows it (from
     `DatasetMeta.files`; saves a remote source a request) and `share` the fraction of the file the episode's
-    samples use (v3.0 packs several episodes per file), for read-amplification figures only."""
+    samples use (v3.0 packs several episodes per file), for read-amplification figures only.
+
+    A source that reads byte ranges narrows a whole-file span by what it says of the file's content:
+    `from_timestamp` / `to_timestamp` (seconds on a video's timeline: the frames shown in that span, as
+    meta/episodes gives them) or `episode` (a data file's rows of that episode_index)."""
 
     path: str
     start: int | None = None
     end: int | None = None
     size: int | None = None
     share: float = 1.0
+    from_timestamp: float | None = None
+    to_timestamp: float | None = None
+    episode: int | None = None
 
 
 class Source:
@@ -167,6 +174,21 @@ class Source:
     def release(self, key: object) -> None:
         """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.
         No-op here."""
+
+    def prepare(self, files: list[FileSpan]) -> int | None:
+        """The run will read these spans (every selected episode's): a source that reads byte ranges reads each
+        file's index now (an MP4's `moov`, a parquet footer), once, in the process that builds the loader
+        (the host), so DataLoader workers (by pickling) and ranks (through `DatasetMeta.to_snapshot`) get it
+        without a request. Returns the bytes the spans need from the store (None: nothing to fetch, as here)."""
+        return None
+
+    def state(self) -> dict:
+        """What this source learnt of the files (listing facts, file indexes), JSON-ready, for
+        `DatasetMeta.to_snapshot`; `restore` takes it back in another process. Nothing here."""
+        return {}
+
+    def restore(self, state: dict) -> None:
+        """Take back what `state()` returned in another process of this run. No-op here."""
 
     def settle(self) -> None:
         """Block until every file admitted so far in this process is local (a loader that needs all its files

@@ -28,7 +28,7 @@ from ..contracts.errors import (
 )
 from ..contracts.source import FileSpan, Source
 from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
-from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan, distinct_rows
+from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
 from .features import camera_keys, check_features, left_out, video_info
 
 __all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
@@ -102,7 +102,8 @@ class DatasetMeta:
         """What `load` read besides the episode columns, JSON-ready: the url, info.json, tasks, stats.json and the
         listing (`write_snapshot` writes it with the columns beside it)."""
         return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
-                "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats, "files": self.files}
+                "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats, "files": self.files,
+                "source": self.source.state()}
 
     def write_snapshot(self, folder: str | os.PathLike) -> str:
         """Write everything `load` read into `folder` (created if missing): `metadata.json` (`to_snapshot()`, and
@@ -136,6 +137,7 @@ class DatasetMeta:
         columns = EpisodeColumns.open(str(where / snapshot["episodes"]))
         tasks = {int(i): t for i, t in snapshot["tasks"]}
         subtasks = {int(i): t for i, t in snapshot.get("subtasks", [])}
+        source.restore(snapshot.get("source") or {})
         return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"], subtasks)
 
     @cached_property
@@ -261,41 +263,18 @@ class DatasetMeta:
             raise MissingFilesError(self.source.url, list(missing), eps, usable)
 
     def file_spans(self, episode: EpisodeMeta) -> list[FileSpan]:
-        """What `episode` needs, for `Source.admit`: its data file and each camera's video file, whole, with
-        their listed sizes and the episode's share of each (its frames over the frames of every episode in
-        that data file; its span over the spans of every episode in that video file)."""
+        """What `episode` needs, for `Source.prepare` / `admit`: its data file's rows (`episode`) and each
+        camera's video between its from/to timestamps, with the files' listed sizes and the episode's share of
+        each (its frames over the frames of every episode in that data file; its span over the spans of every
+        episode in that video file)."""
         spans = [FileSpan(episode.data_path, size=self.files.get(episode.data_path),
-                          share=episode.length / self._file_totals[episode.data_path])]
+                          share=episode.length / self._file_totals[episode.data_path], episode=episode.index)]
         for video in episode.videos.values():
             total = self._file_totals[video.path]
             share = (video.to_timestamp - video.from_timestamp) / total if total > 0 else 1.0
-            spans.append(FileSpan(video.path, size=self.files.get(video.path), share=share))
+            spans.append(FileSpan(video.path, size=self.files.get(video.path), share=share,
+                                  from_timestamp=video.from_timestamp, to_timestamp=video.to_timestamp))
         return spans
-
-    def grouped_file_spans(self, selection: EpisodeSelection) -> list[tuple[int, list[FileSpan]]]:
-        """What a loader that needs every selected episode at once (`map`) admits: one entry per group of
-        selected episodes that need the same files, `(the group's first episode index, its FileSpans)`, each
-        span's `share` summed over the group's episodes (so a dataset of a million episodes in a thousand
-        files is a thousand admissions, not a million)."""
-        cols, at = self.columns, selection.positions
-        if not len(at):
-            return []
-        _, group = distinct_rows(np.stack([cols.data_file[at], *(cols.video_file[k][at] for k in cols.video_keys)],
-                                          axis=1))
-        order = np.argsort(group, kind="stable")
-        out = []
-        for part in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
-            first = at[part]
-            data = cols.data_paths[cols.data_file[first[0]]]
-            spans = [FileSpan(data, size=self.files.get(data),
-                              share=float(cols.length[first].sum()) / self._file_totals[data])]
-            for key in cols.video_keys:
-                path = cols.video_paths[key][cols.video_file[key][first[0]]]
-                total = self._file_totals[path]
-                span = float((cols.to_timestamp[key][first] - cols.from_timestamp[key][first]).sum())
-                spans.append(FileSpan(path, size=self.files.get(path), share=span / total if total > 0 else 1.0))
-            out.append((int(cols.index[first].min()), spans))
-        return sorted(out, key=lambda entry: entry[0])
 
     @cached_property
     def _file_totals(self) -> dict[str, float]:

@@ -4,7 +4,8 @@ The layout matches LeRobot 0.4.x: ``data/chunk-CCC/file-FFF.parquet``, one mp4 p
 ``videos/<key>/``, ``meta/episodes/chunk-000/file-000.parquet``, ``meta/tasks.parquet``, ``meta/info.json``
 and ``meta/stats.json``. Every value is a pure function of its global frame ``index`` so readers can be
 verified exactly: ``state_value``/``action_value`` give the vector columns and ``frame_code`` draws each
-camera frame as a grid of black/white cells that ``read_frame_code`` decodes back to ``(index, camera)``.
+camera frame as a grid of black/white cells that ``read_frame_code`` decodes back to ``(index, camera)``;
+``texture`` gives those frames a camera's bitrate (see ``frame_code``).
 
 Options write what LeRobot's own tools write for real datasets (see ``SyntheticConfig``): cameras stored as PNG or
 JPEG images in the data parquet (``use_videos=False``), recorded wall-clock timestamps, the v2.1 -> v3.0
@@ -25,6 +26,7 @@ from .synthetic_spec import (  # noqa: F401 - the public names of dl.testing.syn
     CODECS,
     IMAGE_FORMATS,
     INDEX_BITS,
+    MAX_TEXTURE,
     SyntheticConfig,
     action_value,
     camera_key,

@@ -25,6 +25,7 @@ _ROWS, _COLS = 4, 8  # frame_code grid: cells of height/4 x width/8 pixels (24x1
 _MARKERS = {0: True, _COLS - 1: False, (_ROWS - 1) * _COLS: False, _ROWS * _COLS - 1: True}  # corner cells
 _DATA_CELLS = [k for k in range(_ROWS * _COLS) if k not in _MARKERS]  # 24 index + 3 camera + 1 parity
 _MARGIN = 64  # a cell whose mean luma is within this of 128 is unreadable
+MAX_TEXTURE, TEXTURE_BLOCK = 48, 8  # frame_code's texture: at most 48 luma levels, in blocks of 8x8 pixels
 _TASK_PHRASES = ("pick the red cube", "push the green block", "stack the blue cup",
                  "open the top drawer", "place the yellow ball in the bin", "wipe the white table")
 
@@ -52,6 +53,8 @@ class SyntheticConfig:
       per data row group (``None``: one per file).
     - ``state_dim``/``action_dim`` 1-256; ``tasks`` >= 1 distinct tasks, episode ``e`` gets ``e % tasks``.
     - ``info_codec``: written as ``video.codec`` in info.json instead of the real codec, if given.
+    - ``texture`` 0-48: ``frame_code``'s texture in luma levels (0: flat cells, ~250 bytes per 640x480 AV1
+      frame; 44: ~6 KB, a real robot camera's bitrate, open50's is ~6.5 KB).
 
     What LeRobot's tools write for real datasets:
 
@@ -88,6 +91,7 @@ class SyntheticConfig:
     tasks: int = 2
     seed: int = 0
     info_codec: str | None = None
+    texture: int = 0
     image_cameras: tuple[int, ...] = ()
     image_format: str = "png"
     recorded_timestamps: tuple[float, float, float] | None = None
@@ -121,6 +125,7 @@ class SyntheticConfig:
              f"state_dim and action_dim must be 1..256, got {self.state_dim}, {self.action_dim}"),
             (self.tasks >= 1, f"tasks must be >= 1, got {self.tasks}"),
             (self.info_codec is None or bool(self.info_codec), "info_codec must be None or a non-empty string"),
+            (0 <= self.texture <= MAX_TEXTURE, f"texture must be 0..{MAX_TEXTURE}, got {self.texture}"),
             (all(0 <= c < self.cameras for c in self.image_cameras),
              f"image_cameras must be camera numbers below cameras={self.cameras}, got {self.image_cameras}"),
             (self.image_format in IMAGE_FORMATS, f"image_format must be one of {IMAGE_FORMATS}"),
@@ -211,18 +216,39 @@ def _cell_bounds(size: int, cells: int) -> list[tuple[int, int]]:
     return [(k * size // cells, (k + 1) * size // cells) for k in range(cells)]
 
 
-def frame_code(index: int, camera: int, *, width: int = 128, height: int = 96) -> np.ndarray:
+def frame_code(index: int, camera: int, *, width: int = 128, height: int = 96, texture: int = 0) -> np.ndarray:
     """Draw camera ``camera``'s frame for global frame ``index``: uint8 [height, width, 3] RGB.
 
     A 4x8 grid of black (0) / white (255) cells filling the frame, row-major: corner markers (top-left and
     bottom-right white, the other two black), the 24 index bits then 3 camera bits (LSB first) and a cell
-    making the data cells' parity even. Raises ``ValueError`` unless 0 <= index < 2**24, 0 <= camera < 8.
+    making the data cells' parity even. With ``texture`` (0-48 luma levels), every 8x8-pixel block moves from
+    black or white toward gray by a draw from ``0..texture``, redrawn for every frame (seeded by ``(index,
+    camera)``), so the video compresses like camera footage, not to a few hundred bytes a frame; cell means stay
+    within ``texture`` of 0 or 255, so ``read_frame_code`` still reads it. Raises ``ValueError`` unless
+    0 <= index < 2**24, 0 <= camera < 8 and 0 <= texture <= 48.
     """
+    if not 0 <= texture <= MAX_TEXTURE:
+        raise ValueError(f"frame_code needs 0 <= texture <= {MAX_TEXTURE}, got {texture}")
     rows, cols = _cell_bounds(height, _ROWS), _cell_bounds(width, _COLS)
     frame = np.zeros((height, width, 3), dtype=np.uint8)
     for r, c in np.argwhere(_code_cells(index, camera)):
         frame[slice(*rows[r]), slice(*cols[c])] = 255
+    if texture:
+        shape = (-(-height // TEXTURE_BLOCK), -(-width // TEXTURE_BLOCK))
+        blocks = np.random.default_rng((index, camera)).integers(0, texture + 1, size=shape, dtype=np.uint8)
+        shift = blocks.repeat(TEXTURE_BLOCK, 0).repeat(TEXTURE_BLOCK, 1)[:height, :width, None]
+        frame = np.where(frame == 255, frame - shift, shift)
     return frame
+
+
+def _frame_code_stats(white: float, texture: int) -> dict[str, float]:
+    """LeRobot's per-channel image stats in [0, 1] of ``frame_code`` frames whose cells are a share ``white`` of
+    white: exact without texture, else the texture's expected values (its shifts are equally likely)."""
+    shift = np.arange(texture + 1) / 255
+    values = np.concatenate([shift, 1 - shift])
+    weights = np.repeat([(1 - white) / (texture + 1), white / (texture + 1)], texture + 1)
+    mean = float(weights @ values)
+    return {"min": 0.0, "max": 1.0, "mean": mean, "std": float(weights @ (values - mean) ** 2) ** 0.5}
 
 
 def read_frame_code(frame: Any) -> tuple[int, int]:

@@ -62,7 +62,8 @@ def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, 
     """Encode camera `camera`'s `frame_code` frames for global `indices` into the mp4 `path` (raw rgb24 piped)."""
     args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{cfg.width}x{cfg.height}", "-r", str(cfg.fps), "-i", "-",
             "-an", *_CODEC_ARGS[cfg.codec], "-g", str(cfg.gop), "-pix_fmt", "yuv420p"]
-    _ffmpeg(ffmpeg, path, args, (frame_code(i, camera, width=cfg.width, height=cfg.height).tobytes() for i in indices))
+    frames = (frame_code(i, camera, width=cfg.width, height=cfg.height, texture=cfg.texture) for i in indices)
+    _ffmpeg(ffmpeg, path, args, (frame.tobytes() for frame in frames))
 
 
 def _encode_depth(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, indices: range) -> None:
@@ -79,7 +80,7 @@ def _image(cfg: SyntheticConfig, index: int, camera: int) -> bytes:
     from PIL import Image
 
     out = io.BytesIO()
-    image = Image.fromarray(frame_code(index, camera, width=cfg.width, height=cfg.height))
+    image = Image.fromarray(frame_code(index, camera, width=cfg.width, height=cfg.height, texture=cfg.texture))
     image.save(out, format=cfg.image_format.upper(), **({"quality": 95} if cfg.image_format == "jpeg" else {}))
     return out.getvalue()
 
@@ -222,9 +223,9 @@ def write_dataset(dst: pathlib.Path, cfg: SyntheticConfig, ffmpeg: str | None,
         _task_table(cfg.subtasks, lambda s: f"step {s}", "subtask_index").to_parquet(dst / "meta" / "subtasks.parquet")
     (dst / "meta" / "info.json").write_text(json.dumps(_info(cfg, len(index)), indent=4) + "\n")
     stats = {name: _stats(col) for name, col in columns.items()}
-    for cam, key in enumerate(cfg.camera_keys):  # pixels are 0 or 1 (equal R, G, B); every frame has both
-        mean = float(np.mean([_code_cells(int(i), cam).mean() for i in index]))  # cells have equal areas
-        channel = {"min": 0.0, "max": 1.0, "mean": mean, "std": (mean - mean**2) ** 0.5}
+    for cam, key in enumerate(cfg.camera_keys):  # equal R, G, B; every frame has both black and white cells
+        white = float(np.mean([_code_cells(int(i), cam).mean() for i in index]))  # cells have equal areas
+        channel = _frame_code_stats(white, cfg.texture)
         stats[key] = {name: [[[value]]] * 3 for name, value in channel.items()} | {"count": [len(index)]}
     (dst / "meta" / "stats.json").write_text(json.dumps(stats, indent=4) + "\n")
 
@@ -233,3 +234,13 @@ def _task_table(count: int, text: Callable[[int], str], column: str) -> pd.DataF
     """A tasks (or subtasks) table as LeRobot writes it: the text as the pandas index, the index as a column."""
     return pd.DataFrame({column: np.arange(count, dtype=np.int64)},
                         index=pd.Index([text(t) for t in range(count)], dtype=object))
+
+
+def _frame_code_stats(white: float, texture: int) -> dict[str, float]:
+    """LeRobot's per-channel image stats in [0, 1] of ``frame_code`` frames whose cells are a share ``white`` of
+    white: exact without texture, else the texture's expected values (its shifts are equally likely)."""
+    shift = np.arange(texture + 1) / 255
+    values = np.concatenate([shift, 1 - shift])
+    weights = np.repeat([(1 - white) / (texture + 1), white / (texture + 1)], texture + 1)
+    mean = float(weights @ values)
+    return {"min": 0.0, "max": 1.0, "mean": mean, "std": float(weights @ (values - mean) ** 2) ** 0.5}

@@ -72,10 +72,10 @@ class MapDataset(torch.utils.data.Dataset):
         keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, keys, decoder, config)
         self.builder.check_streams(self.episodes)
-        groups = meta.grouped_file_spans(self.episodes)
-        announce_download(meta, self.episodes, groups)
-        for first, spans in groups:  # every selected episode is needed from the start
-            meta.source.admit(first, spans)
+        if not meta.source.is_local:  # every selected episode's byte ranges are needed from the start
+            announce_download(meta, self.episodes)
+            for ep in self.episodes:
+                meta.source.admit(ep.index, meta.file_spans(ep))
         meta.source.settle()  # local copies before DataLoader workers fork (no-op for local sources)
         locate_all(meta, self.episodes)  # one warning for episodes meta/episodes places in the wrong data file
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys + meta.image_keys, limit)
@@ -165,12 +165,13 @@ class MapDataset(torch.utils.data.Dataset):
             yield self[i]
 
 
-def announce_download(meta: DatasetMeta, episodes, groups: list) -> None:
-    """Say (logger `dl.plugins.map`, INFO) how many bytes the selection needs before a remote source
-    fetches them (`groups`: `DatasetMeta.grouped_file_spans` of the selection); nothing for a local source."""
-    if meta.source.is_local:
+def announce_download(meta: DatasetMeta, episodes) -> None:
+    """Have a remote source plan the selection's byte ranges (`Source.prepare`: it indexes the files) and say
+    (logger `dl.plugins.map`, INFO) how many bytes it will fetch before it does."""
+    total = meta.source.prepare([span for ep in episodes for span in meta.file_spans(ep)])
+    if total is None:
         return
-    files = sorted({span.path for _, spans in groups for span in spans})
-    total = sum(meta.files.get(f, 0) for f in files)
-    log.info("map loader: %d episode(s) need %d file(s), %.1f MB, from %s; fetching them now", len(episodes),
-             len(files), total / 1e6, meta.source.url)
+    files = sorted({f for ep in episodes for f in ep.files()})
+    whole = sum(meta.files.get(f, 0) for f in files)
+    log.info("map loader: %d episode(s) need %.1f MB of %d file(s) (%.1f MB whole), from %s; fetching them now",
+             len(episodes), total / 1e6, len(files), whole / 1e6, meta.source.url)

@@ -55,8 +55,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
     DataLoader and non-persistent workers call `set_epoch(e)`, or use `dl.ResumableDataLoader`, which also
     saves and restores the position (`dl.dataloader.resume`).
 
-    The source hears of each episode as the pool admits it (`Source.admit`, with its data and video files)
-    and when it leaves (`Source.release`), so a remote source can fetch ahead.
+    The source learns every selected episode's spans up front (`Source.prepare`, in the process that builds
+    the loader: a remote source indexes the files there, once), hears of each episode as the pool admits it
+    (`Source.admit`, with its data rows and video time spans) and when it leaves (`Source.release`), so a
+    remote source fetches ahead only the byte ranges the episode needs.
 
     Args:
         meta, decoder, config: as every loader (`dl.contracts.loader.Loader`).
@@ -104,6 +106,8 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
         self.builder.check_streams(self.episodes)
         self._nonfinite_seen = False  # NaN/inf warned about in this process
+        if not meta.source.is_local:  # a remote source indexes the files and plans the byte ranges, on the host
+            meta.source.prepare([span for ep in self.episodes for span in meta.file_spans(ep)])
         self.order = self._order(decode_chunk_frames)
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",
                                         "frames_decoded", "decode_buffer_bytes_peak"))

@@ -4,7 +4,7 @@ benchmark keeps `meta/` on the Hub and data and videos in a bucket: `--data-file
 
 Storage options (endpoint URL, credentials profile, anonymous access) go to the filesystem of the bulk
 files as given (`--storage-option KEY=VALUE`, `source_options={"storage_options": {...}}`). On S3 the
-library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `max_attempts=1`
+library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `total_max_attempts=1`
 unless given), so every retry happens, and is counted, in `dl.kits.remote.source.RemoteSource`.
 """
 
@@ -31,7 +31,7 @@ def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.Ab
     protocol = fsspec.core.split_protocol(url)[0] or "file"
     if protocol in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
-        config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+        config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # the first try only
         options["config_kwargs"] = config
     try:
         return fsspec.core.url_to_fs(url, **options)
