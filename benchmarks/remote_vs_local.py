@@ -3,27 +3,53 @@
 caps bandwidth, all on loopback, runs interleaved so a noisy machine affects each configuration alike.
 
     .venv/bin/python benchmarks/remote_vs_local.py                    # open50, 43 episodes, 20 ms, 80 Mbit/s
+    .venv/bin/python benchmarks/remote_vs_local.py --dataset layout   # LeRobot's real layout, generated
     .venv/bin/python benchmarks/remote_vs_local.py --repeats 3 --duration 60 --configs local,bucket
+    .venv/bin/python benchmarks/remote_vs_local.py --latency-ms 100 --mbit 40   # a cross-region bucket
 
-Prints one line per run and a summary (median samples/s per configuration and its ratio to local), and
-writes every result to --out (JSON). Issue 5/7's target: `bucket` with prefetch >= 80% of `local`.
+`--dataset layout` generates (once, into dl's cache folder) a dataset with the layout LeRobot v3.0 writes:
+10 episodes per video and data file, 2 cameras, AV1 GOP 2 at 640x480 (~6 KB per frame), one row group per data
+file.
+
+Prints one line per run and a summary per configuration (median samples/s and its ratio to local, first
+batch, bytes fetched / needed, time to the first admission's ranges, and the cores busy over each run: the
+servers and proxies, which run in this process, and the `dl run` with its workers), and writes every result to --out
+(JSON). Issue 18's targets behind 20 ms / 80 Mbit/s: samples/s >= 0.9 of local, first batch <= 2 s, bytes
+fetched / needed <= 1.1.
 """
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from dl_runs import OPEN50, OPEN50_USABLE
 from dl_runs import dl_run as run
 
+from dl.kits.paths import cache_dir
 from dl.testing.fault_proxy import FaultProxy
 from dl.testing.hub_server import HubServer
 from dl.testing.s3_server import S3Server
+from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
 CONFIGS = ("local", "bucket", "bucket-noprefetch", "hub")
+LAYOUT = SyntheticConfig(episodes=30, frames_per_episode=(240, 360), cameras=2, width=640, height=480, codec="av1",
+                         gop=2, episodes_per_file=10, row_group_size=None, seed=18, texture=44)
+"""LeRobot v3.0's real layout: many episodes per video and data file, one row group per data file; textured
+frames at a robot camera's bitrate (~6 KB per frame, like open50), so fixed per-episode costs weigh as they would."""
+
+
+def layout_dataset() -> Path:
+    """The generated real-layout dataset (written once into dl's cache folder)."""
+    root = cache_dir("benchmarks") / "remote_layout_v2"
+    if not (root / "meta" / "info.json").is_file():
+        print(f"generating {root} (once)...", flush=True)
+        write_synthetic_dataset(root, LAYOUT)
+    return root
 
 
 def dl_run(args, out: Path, source_args: list[str]) -> dict:
@@ -36,8 +62,10 @@ def dl_run(args, out: Path, source_args: list[str]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", default=str(OPEN50), help="local dataset folder [open50]")
-    parser.add_argument("--episodes", default=OPEN50_USABLE)
+    parser.add_argument("--dataset", choices=("open50", "layout"), default="open50",
+                        help="open50 (one episode per file), or the generated real layout (10 per file)")
+    parser.add_argument("--root", default=None, help="another local dataset folder")
+    parser.add_argument("--episodes", default=None, help="episodes to load [open50's usable ones; all]")
     parser.add_argument("--loader", default="pool")
     parser.add_argument("--pool-size", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -50,7 +78,9 @@ def main() -> int:
     parser.add_argument("--out", default="remote_vs_local.json")
     args = parser.parse_args()
     configs = args.configs.split(",")
-    root = Path(args.root).resolve()
+    root = Path(args.root or (OPEN50 if args.dataset == "open50" else layout_dataset())).resolve()
+    if args.episodes is None:
+        args.episodes = OPEN50_USABLE if root == OPEN50.resolve() else f"0-{LAYOUT.episodes - 1}"
     network = {"latency_s": args.latency_ms / 1e3, "bandwidth_bps": args.mbit * 1e6}
     rows = []
     with S3Server() as s3, HubServer() as hub, tempfile.TemporaryDirectory() as tmp:
@@ -68,24 +98,54 @@ def main() -> int:
             sources["bucket-noprefetch"] = [*sources["bucket"], "--source-option", "prefetch=false"]
             for repeat in range(args.repeats):
                 for config in configs:
+                    cpu = _cpu_s()
                     result = dl_run(args, Path(tmp) / f"{config}-{repeat}", sources[config])
+                    server_s, run_s, wall_s = (b - a for a, b in zip(cpu, _cpu_s(), strict=True))
                     row = {"config": config, "repeat": repeat, "status": result.get("status"),
-                           "samples_per_s": result.get("samples_per_s"), "source_stats": result.get("source_stats"),
-                           "error": result.get("error")}
+                           "samples_per_s": result.get("samples_per_s"),
+                           "first_batch_s": result.get("first_batch_latency_s"),
+                           "server_cpu_s": round(server_s, 2), "run_cpu_s": round(run_s, 2), "wall_s": round(wall_s, 2),
+                           "source_stats": result.get("source_stats"), "error": result.get("error")}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     summary = {}
     for config in configs:
-        rates = [r["samples_per_s"] for r in rows if r["config"] == config and r["status"] == "ok"]
-        summary[config] = {"median_samples_per_s": statistics.median(rates) if rates else None, "runs": rates}
+        ok = [r for r in rows if r["config"] == config and r["status"] == "ok"]
+        stats = [r["source_stats"] or {} for r in ok]
+        summary[config] = {"median_samples_per_s": _median([r["samples_per_s"] for r in ok]),
+                           "runs": [r["samples_per_s"] for r in ok],
+                           "median_first_batch_s": _median([r["first_batch_s"] for r in ok]),
+                           "median_read_amplification": _median([s.get("read_amplification") for s in stats]),
+                           "median_first_admission_s": _median([s.get("first_admission_s") for s in stats]),
+                           "metadata_s": _median([s.get("metadata_s") for s in stats]),
+                           "median_server_cpu_share": _median([r["server_cpu_s"] / r["wall_s"] for r in ok]),
+                           "median_run_cpu_share": _median([r["run_cpu_s"] / r["wall_s"] for r in ok])}
     local = summary.get("local", {}).get("median_samples_per_s")
     for config, s in summary.items():
         rate = s["median_samples_per_s"]
         s["ratio_to_local"] = round(rate / local, 3) if local and rate else None
-        print(f"{config:>18}: median {s['median_samples_per_s']} samples/s over {s['runs']}; vs local "
-              f"{s['ratio_to_local']}")
+        print(f"{config:>18}: median {rate} samples/s over {s['runs']}; vs local {s['ratio_to_local']}; first batch "
+              f"{s['median_first_batch_s']} s (first admission {s['median_first_admission_s']} s, metadata "
+              f"{s['metadata_s']} s on the host); fetched / needed {s['median_read_amplification']}; cores busy: "
+              f"server and proxy {_round(s['median_server_cpu_share'])}, dl run {_round(s['median_run_cpu_share'])}")
     Path(args.out).write_text(json.dumps({"args": vars(args), "runs": rows, "summary": summary}, indent=2))
     return 0
+
+
+def _cpu_s() -> tuple[float, float, float]:
+    """(CPU seconds of this process: the servers and proxies, CPU seconds of finished child processes: the `dl
+    run`s and their DataLoader workers, wall seconds)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, time.perf_counter()
+
+
+def _round(value):
+    return None if value is None else round(value, 2)
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
 if __name__ == "__main__":

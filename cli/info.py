@@ -1,4 +1,5 @@
-"""`dl info`: a dataset summary, including the codec info.json claims vs the one in the files."""
+"""`dl info`: a dataset summary, including the codec info.json claims vs the one in the files, and how its
+timestamps are served."""
 
 import click
 from rich.console import Console
@@ -12,9 +13,14 @@ from .options import plugin_options
 @click.option("--source", default="local", show_default=True, help="Source plugin that reads ROOT.")
 @click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="An option of the source plugin.")
 @click.option("--decoder", default="cpu", show_default=True, help="Decoder plugin that probes the videos.")
-def info(root, source, source_option, decoder):
-    """Summarize the LeRobot v3.0 dataset at ROOT: episodes, frames, fps, features, cameras (codec in
-    info.json vs in the video stream), tasks, and missing files."""
+@click.option("--tolerance-s", type=click.FloatRange(0, min_open=True), default=1e-4, show_default=True,
+              help="Say whether the first episode's timestamps are served with this tolerance (LeRobot's "
+                   "tolerance_s, as `dl run --tolerance-s`).")
+def info(root, source, source_option, decoder, tolerance_s):
+    """Summarize the LeRobot v3.0 dataset at ROOT: episodes, frames, fps, features, cameras (video streams with the
+    codec info.json claims vs the stream's, or images stored in the data files), features dl leaves out, tasks,
+    missing files, episodes whose metadata is wrong, and how the first complete episode's timestamps are served
+    under --tolerance-s. Reads metadata, one data file and one video per camera; `dl validate` checks every file."""
     from dl.contracts.decoder import codec_matches
     from dl.contracts.errors import format_indices
     from dl.host.assembly import build_decoder, open_dataset
@@ -28,16 +34,19 @@ def info(root, source, source_option, decoder):
     console = Console()
     console.print(f"[bold]{src.url}[/]  LeRobot {meta.info['codebase_version']}, robot "
                   f"{meta.info.get('robot_type')}", highlight=False)
-    console.print(f"{len(episodes)} episodes, {meta.total_frames} frames at {meta.fps} fps "
+    total = meta.info.get("total_episodes")
+    stale = f" (meta/info.json says {total})" if isinstance(total, int) and total != len(episodes) else ""
+    console.print(f"{len(episodes)} episodes{stale}, {meta.total_frames} frames at {meta.fps} fps "
                   f"({meta.total_frames / meta.fps / 60:.1f} min), {len(meta.tasks)} task(s)")
     features = Table(title="features")
-    for column in ("key", "dtype", "shape"):
+    for column in ("key", "dtype", "shape", "served"):
         features.add_column(column)
     for key, feature in meta.features.items():
-        features.add_row(key, feature.get("dtype"), str(feature.get("shape")))
+        served = f"[yellow]no: {meta.left_out[key]}[/]" if key in meta.left_out else "yes"
+        features.add_row(key, str(feature.get("dtype")), str(feature.get("shape")), served)
     console.print(features)
     cameras = Table(title="cameras")
-    for column in ("key", "codec (info.json)", "codec (stream)", "size", "files"):
+    for column in ("key", "stored as", "codec (info.json)", "codec (stream)", "size", "files"):
         cameras.add_column(column)
     for key in meta.video_keys:
         files = sorted({e.videos[key].path for e in episodes})
@@ -48,14 +57,52 @@ def info(root, source, source_option, decoder):
         if stream and claimed and not codec_matches(claimed, codec):
             codec = f"[yellow]{codec} (info.json disagrees: the stream is what gets decoded)[/]"
         size = "-" if stream is None else f"{stream['width']}x{stream['height']}"
-        cameras.add_row(key, str(claimed), codec, size, f"{len(present)}/{len(files)}")
+        cameras.add_row(key, "video", str(claimed), codec, size, f"{len(present)}/{len(files)}")
+    for key in meta.image_keys:
+        cameras.add_row(key, "images in the data files", "-", "-", "x".join(map(str, meta.features[key]["shape"])),
+                        "-")
     console.print(cameras)
+    if meta.problems:
+        console.print(f"[red]{len(meta.problems)} episode(s) with wrong metadata[/] (refused when selected):",
+                      highlight=False)
+        for e, why in list(meta.problems.items())[:20]:
+            console.print(f"  episode {e}: {why}", highlight=False, markup=False)
     if missing:
         console.print(f"[red]{len(missing)} missing file(s)[/], needed by episode(s) {format_indices(broken)}:")
         for path in missing:
             console.print(f"  {path}", highlight=False)
-        ok = sorted(set(meta.episodes) - set(broken))
+        ok = sorted(set(meta.episodes) - set(broken) - set(meta.problems))
         console.print(f"episodes with all files: [green]--episodes {format_indices(ok)}[/]", highlight=False)
     else:
         console.print("[green]all data and video files present[/] (their contents are not checked here: "
                       f"`dl validate {root}` opens every file)", highlight=False)
+    complete = [e for e in episodes if e.index not in broken and e.index not in meta.problems]
+    if complete:
+        console.print(_timestamps(meta, complete[0], tolerance_s), highlight=False, markup=False)
+
+
+def _timestamps(meta, episode, tolerance_s: float) -> str:
+    """How `episode`'s timestamps are served under `tolerance_s` (one line)."""
+    import numpy as np
+
+    from dl.contracts.errors import DlError
+    from dl.format.checks import suggest_tolerance, timestamp_gaps
+    from dl.format.tabular import read_episode_arrays
+
+    try:
+        ts = read_episode_arrays(meta, episode, ["timestamp"])["timestamp"].astype(np.float64).reshape(-1)
+    except DlError as exc:
+        return f"timestamps: episode {episode.index}'s rows do not read: {exc}"
+    offset = float(np.median(ts - np.arange(len(ts)) / meta.fps)) if len(ts) else 0.0
+    spacing = float(np.median(np.diff(ts))) if len(ts) > 1 else 1 / meta.fps
+    kind = ("frame_index / fps" if abs(offset) < 1e-4 and abs(spacing * meta.fps - 1) < 1e-4 else
+            f"recorded: start {ts[0]:.6f} s, median spacing {spacing:.6f} s ({(spacing * meta.fps - 1) * 100:+.2f}% "
+            f"from 1/fps)")
+    found = timestamp_gaps(episode, meta.fps, ts)
+    if found is None:
+        return f"timestamps (episode {episode.index}): {kind}; no cameras to match them to"
+    gap = found[0]
+    verdict = (f"served with --tolerance-s {tolerance_s}" if gap < tolerance_s else
+               f"[needs --tolerance-s {suggest_tolerance(gap)}; refused with {tolerance_s}]")
+    return (f"timestamps (episode {episode.index}): {kind}; largest gap to a camera frame {gap:.6f} s: {verdict} "
+            "(`dl validate` checks every episode)")

@@ -2,6 +2,7 @@
 and comma-separated lists."""
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -49,7 +50,11 @@ def plugin_options(kind: str, name: str, items: tuple[str, ...], option: str) ->
 
 
 def parse_delta(items: tuple[str, ...]) -> dict[str, list[float]]:
-    """("action=0,0.1,0.2",) -> {"action": [0.0, 0.1, 0.2]}."""
+    """("action=0,0.1,0.2",) -> {"action": [0.0, 0.1, 0.2]}.
+
+    Raises:
+        click.BadParameter: an item that is not KEY=OFFSETS, or an offset that is not a finite number.
+    """
     out = {}
     for item in items:
         key, sep, offsets = item.partition("=")
@@ -57,9 +62,11 @@ def parse_delta(items: tuple[str, ...]) -> dict[str, list[float]]:
             if not sep or not key:
                 raise ValueError
             out[key] = [float(x) for x in offsets.split(",")]
+            if not all(math.isfinite(x) for x in out[key]):
+                raise ValueError
         except ValueError:
-            raise click.BadParameter(f"{item!r}: write KEY=OFFSETS in seconds, e.g. action=0,0.1,0.2",
-                                     param_hint="--delta-timestamps") from None
+            raise click.BadParameter(f"{item!r}: write KEY=OFFSETS, finite numbers of seconds, e.g. "
+                                     "action=0,0.1,0.2", param_hint="--delta-timestamps") from None
     return out
 
 
@@ -74,8 +81,12 @@ def parse_episodes(text: str) -> list[int]:
     "0,3-6,8" -> [0, 3, 4, 5, 6, 8]. Duplicates are dropped; order is ascending.
 
     Raises:
-        DlError: on an empty item, a non-integer, a negative index, or a range whose end is before its start.
+        DlError: an empty selection (''), an empty item, a non-integer, a negative index, or a range whose end is
+            before its start.
     """
+    if not text.strip():
+        raise DlError(f"--episodes {text!r} is empty; give indices and inclusive ranges such as '0,3-6,8', or leave "
+                      "the option out to select every episode.")
     out: set[int] = set()
     for item in text.split(","):
         item = item.strip()

@@ -13,6 +13,7 @@ ROWS = (
     ("fetch_pct", "  time reading rows, converting %"),
     ("decode_pct", "  time decoding video %"),
     ("shuffle_randomness_frac", "episodes per batch (ideal)"),
+    ("init_s", "dataset built in, s"),
     ("first_batch_latency_s", "first batch after, s"),
     ("p50_sample_latency_ms", "ms per sample, median"),
     ("p95_sample_latency_ms", "ms per sample, 95th pct"),

@@ -46,9 +46,20 @@ def _fmt(value) -> str:
 def report(paths, sort, reverse, filters, baseline, out_dir, plot):
     """Compare benchmark results: every result JSON in PATHS (folders written by `dl run`, with any
     scheduler, or single files), multi-rank runs as their merged line, grouped by scenario, with the
-    configuration columns that differ. Writes summary.csv; multi-rank runs also get a per-rank table
-    (node, episodes admitted and seen, episodes shared between ranks)."""
-    from dl.bench.report import METRICS, differing, load_rows, order, rank_rows, ratios, select, summary_rows
+    configuration columns that differ. Writes summary.csv; mixture runs (`dl run --mix`) also get a table of each
+    member's share of samples next to its weight, and multi-rank runs a per-rank table (node, episodes admitted and
+    seen, episodes shared between ranks)."""
+    from dl.bench.report import (
+        METRICS,
+        differing,
+        load_rows,
+        mixture_rows,
+        order,
+        rank_rows,
+        ratios,
+        select,
+        summary_rows,
+    )
 
     console = Console()
     rows = order(select(load_rows([Path(p) for p in paths]), list(filters)), sort, reverse)
@@ -71,6 +82,15 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
         style = "red" if line["status"] != "ok" else None
         table.add_row(*(_fmt(line.get(h)) for h in headers), style=style)
     console.print(table)
+    members = mixture_rows(rows)
+    if members:
+        mixed = Table(title="members of mixture runs: share of samples against weight", header_style="bold")
+        for header in members[0]:
+            mixed.add_column(header.replace("_", " "), justify="left" if header in ("run", "member") else "right",
+                             overflow="fold")
+        for line in members:
+            mixed.add_row(*(_fmt(v) for v in line.values()))
+        console.print(mixed)
     per_rank = rank_rows(rows)
     if per_rank:
         ranks = Table(title="ranks of multi-rank runs", header_style="bold")

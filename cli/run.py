@@ -34,7 +34,9 @@ _DEFAULTS = RunSpec()
                "  dl run --loader pool --decode-budget 0,128M,512M --root DATASET   # sequential decode trade-off\n"
                "  dl run --decoder auto --root DATASET        # time the decoders here, use the fastest\n"
                "  dl run --source bucket --root s3://BUCKET/DATASET --storage-option endpoint_url=URL\n"
-               "  dl run --source hub --repo-id OWNER/NAME --revision main --loader pool")
+               "  dl run --source hub --repo-id OWNER/NAME --revision main --loader pool\n"
+               "  dl run --mix DATASET_A:0.7 --mix s3://BUCKET/B:0.3 --mix-rename observation.images.top=observation."
+               "images.cam0")
 @click.option("--scenario", multiple=True, metavar="NAME", help="Preset of several options (below); comma-separate "
               "or repeat to run several, one after another (a serial chain on a cluster).")
 @click.option("--source", cls=PluginOption, kind="source", default_name=_DEFAULTS.source)
@@ -52,6 +54,11 @@ _DEFAULTS = RunSpec()
               help="Extra window in seconds on any key, e.g. observation.state=-0.1,0 (repeatable).")
 @click.option("--image-dtype", type=click.Choice(["float32", "uint8"]), help="Camera frames as float32 in [0, 1] "
               "or raw uint8 [float32].")
+@click.option("--tolerance-s", type=click.FloatRange(0, min_open=True), help="Serve a camera frame when its timestamp "
+              f"is less than this many seconds from the row's, as LeRobot's tolerance_s [{_DEFAULTS.tolerance_s}]; "
+              "raise it for recorded (wall-clock) timestamps: `dl validate` says which value serves them.")
+@click.option("--strict", is_flag=True, default=None, help="Refuse NaN or inf in float features instead of warning "
+              "(LeRobot serves them as stored).")
 @click.option("--batch-size", type=click.IntRange(1), help=f"[{_DEFAULTS.batch_size}]")
 @click.option("--num-workers", "workers", multiple=True,
               help=f"DataLoader workers; comma-separate or repeat to run several [{_DEFAULTS.num_workers}].")
@@ -85,6 +92,9 @@ _DEFAULTS = RunSpec()
 @click.option("--storage-option", multiple=True, metavar="KEY=VALUE", help="A filesystem option of a remote source, "
               "e.g. endpoint_url=http://127.0.0.1:9000, profile=NAME, anon=true (repeatable; source option "
               "storage_options).")
+@click.option("--cache-dir", metavar="DIR", help="Where a remote source (hub, bucket) keeps the files it prefetches, "
+              "one folder per process named by host and pid (source option cache_dir) [node-local: $SLURM_TMPDIR, "
+              "else $TMPDIR, else dl's cache folder].")
 @click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="An option of the source plugin "
               "(repeatable; `dl plugins` lists each plugin's options).")
 @click.option("--loader-option", multiple=True, metavar="KEY=VALUE", help="An option of the loader plugin, e.g. "
@@ -98,10 +108,23 @@ _DEFAULTS = RunSpec()
               "(repeatable; over the scenario's).")
 @click.option("--wait/--no-wait", default=None, help="With a scheduler that queues (slurm): wait for the runs and "
               "show their results, instead of returning once they are queued [no-wait; follow with dl status].")
+@click.option("--mix", multiple=True, metavar="ROOT_OR_URL[:WEIGHT]", help="A member of a mixture of datasets "
+              "(repeat for each): a local folder (source local), an hf:// URL (hub) or another URL (bucket; --source "
+              "overrides), with an optional weight after the last ':'. Replaces --root; see docs/library.md, "
+              "\"Training on several datasets\".")
+@click.option("--mix-weights", type=click.Choice(["frames", "episodes"]), help="How to weigh --mix members given no "
+              "WEIGHT: by their frames (every frame once per epoch) or by their episodes [frames].")
+@click.option("--mix-rename", multiple=True, metavar="OLD=NEW", help="Serve a member's key OLD as NEW, in every "
+              "member that has OLD, e.g. observation.images.top=observation.images.cam0 (repeatable).")
+@click.option("--mix-feature", "mix_features", multiple=True, metavar="KEY", help="A key the mixture serves "
+              "(comma-separate or repeat) [every key all members have, after --mix-rename].")
+@click.option("--mix-samples-per-epoch", type=click.IntRange(1), help="Samples of a mixture epoch [enough to read "
+              "every member whole at least once].")
 @click.option("--out-dir", help=f"Folder for the results: one JSON per run and results.csv, which covers every "
               f"result in the folder [{_DEFAULTS.out_dir}].")
 def run(scenario, modes, deltas, workers, budgets, episodes, source_option, loader_option, decoder_option,
-        scheduler_option, resource, wait, repo_id, revision, data_files_root, storage_option, **given):
+        scheduler_option, resource, wait, repo_id, revision, data_files_root, storage_option, cache_dir, mix,
+        mix_weights, mix_rename, mix_features, mix_samples_per_epoch, **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
@@ -121,6 +144,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     if bad:
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
     from dl.bench.loopback import needs_loopback, serve_on_loopback
+    from dl.bench.mixture_run import prepare_mixture
     from dl.bench.session import check_dataset, check_plugins, finish, resolve_decoder, submit_specs, write_snapshot
     from dl.host.manager import get_plugins
 
@@ -128,9 +152,11 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     from .status import follow, render_statuses
 
     console = Console()
-    remote = (repo_id, revision, data_files_root, storage_option)
+    remote = (repo_id, revision, data_files_root, storage_option, cache_dir)
     bases = [_base_spec(name, given, deltas, episodes, source_option, loader_option, decoder_option, resource, remote)
              for name in scenarios]
+    if mix:
+        bases = [_with_mix(b, given, mix, mix_weights, mix_rename, mix_features, mix_samples_per_epoch) for b in bases]
     worker_lists = [parse_workers(workers, base.num_workers) for base in bases]
     schedulers = {b.scheduler for b in bases}
     if len(schedulers) > 1:
@@ -144,22 +170,25 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     if not scheduler.queues:  # the runs execute on this machine: refuse worker counts it cannot run, up front
         _check_worker_counts([w for ws in worker_lists for w in ws])
     out_dir = writable_folder(bases[0].out_dir)
-    default_dataset = bases[0].root is None
+    default_dataset = bases[0].root is None and not bases[0].mix
     with contextlib.ExitStack() as servers:  # loopback servers of the remote scenarios live while runs execute
         specs = []
         for base, worker_list in zip(bases, worker_lists, strict=True):
-            if base.root is None:
+            if base.root is None and not base.mix:
                 base.root = str(_default_root(console))
             if scheduler.queues and needs_loopback(base):
                 raise click.BadParameter(f"{base.scenario} serves a local --root from this process, which a cluster's "
                                          "nodes cannot reach: give a remote --root, or --scheduler local",
                                          param_hint="--scenario")
             base = servers.enter_context(serve_on_loopback(base, lambda line: console.print(line, highlight=False)))
-            meta = check_dataset(base)
-            base = resolve_decoder(base, meta)
-            for line in codec_fixes(base.decoder_calibration or {"decoders": {}}):
-                console.print(line, highlight=False, soft_wrap=True, markup=False)
-            base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
+            if base.mix:
+                base = prepare_mixture(base, writable_folder(base.out_dir, create=True) / "specs")
+            else:
+                meta = check_dataset(base)
+                base = resolve_decoder(base, meta)
+                for line in codec_fixes(base.decoder_calibration or {"decoders": {}}):
+                    console.print(line, highlight=False, soft_wrap=True, markup=False)
+                base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
             specs += [_with_budget(dataclasses.replace(base, mode=m, num_workers=w, name=""), b)
                       for m, w, b in itertools.product(mode_list, worker_list, budget_list)]
         submission = submit_specs(scheduler, specs, out_dir)
@@ -218,7 +247,7 @@ def _with_budget(spec: RunSpec, budget: str | None) -> RunSpec:
 def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, decoder_option, resource,
                remote) -> RunSpec:
     """The RunSpec of one scenario (or none): its preset, then what the command line gave (`remote`: the
-    --repo-id, --revision, --data-files-root and --storage-option values)."""
+    --repo-id, --revision, --data-files-root, --storage-option and --cache-dir values)."""
     preset = scenario_options(scenario) if scenario else {}
     fields = {**preset, **{k: v for k, v in given.items() if v is not None}}
     fields.update(scenario=scenario, delta_timestamps=parse_delta(deltas))
@@ -228,19 +257,31 @@ def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, 
                                      **plugin_options(kind, name, items, f"--{kind}-option")}
     fields["resources"] = {**preset.get("resources", {}), **parse_key_values(resource, "--resource")}
     fields["source_options"].update(_remote_options(fields, *remote))
-    if episodes:
+    if episodes is not None:
         fields["episodes"] = parse_episodes(episodes)
     return RunSpec(**fields)
 
 
-def _remote_options(fields: dict, repo_id, revision, data_files_root, storage_option) -> dict:
+def _with_mix(base: RunSpec, given: dict, mix, weights, rename, features, samples_per_epoch) -> RunSpec:
+    """`base` as a mixture of the --mix members (`dl.bench.mixture_run`), with the --mix-* options."""
+    from dl.bench.mixture_run import parse_member
+
+    if base.root:
+        raise click.BadParameter("give --root or --mix members, not both", param_hint="--mix")
+    options = {"weights": weights, "rename": parse_key_values(rename, "--mix-rename", guess=False),
+               "features": split_csv(features) or None, "samples_per_epoch": samples_per_epoch}
+    members = [parse_member(text, given.get("source")) for text in mix]
+    return dataclasses.replace(base, mix=members, mix_options={k: v for k, v in options.items() if v})
+
+
+def _remote_options(fields: dict, repo_id, revision, data_files_root, storage_option, cache_dir) -> dict:
     """The remote-source flags as source options (and --repo-id as the root); checked by the source."""
     if repo_id:
         if fields.get("root"):
             raise click.BadParameter("give --root or --repo-id, not both (with --repo-id, --data-files-root names "
                                      "where the data lives)", param_hint="--repo-id")
         fields["root"] = f"hf://datasets/{repo_id}"
-    options = {"revision": revision, "data_files_root": data_files_root}
+    options = {"revision": revision, "data_files_root": data_files_root, "cache_dir": cache_dir}
     storage = parse_key_values(storage_option, "--storage-option")
     if storage:
         options["storage_options"] = storage

@@ -16,6 +16,7 @@ holds them to it):
 - `dl.kits`: what plugins build on (`remote`: retries, the prefetch cache; `video`: torchcodec, the decoder
   cache).
 - `dl.host`: the plugin host (loading, registry, options, assembly) and the library entry points.
+- `dl.mixture`: several datasets as one weighted training stream (`dl.make_mixture`).
 - `dl.bench`: the benchmark behind `dl run`, with the scheduler runner; `dl.testing`: synthetic datasets,
   conformance suites, loopback servers; `dl.plugins`: the built-in plugins; `dl.cli`: the command line.
 
@@ -25,13 +26,17 @@ holds them to it):
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
+from .contracts.errors import show_warnings_as_lines
+
 _EXPORTS = {
     "make_dataset": "host.api", "make_dataloader": "host.api", "assemble": "host.assembly",
+    "make_mixture": "mixture.api", "MixtureDataset": "mixture.dataset",
     "build_dataloader": "dataloader.build", "ResumableDataLoader": "dataloader.dataloaders",
     "merge_states": "dataloader.elastic", "resolve_ranks": "dataloader.world", "World": "dataloader.world",
     "images_to_float": "dataloader.frames",
     "DatasetMeta": "format.metadata", "EpisodeMeta": "format.metadata",
     "LoaderConfig": "contracts.config", "DataLoaderNeeds": "contracts.needs", "DlError": "contracts.errors",
+    "DlWarning": "contracts.errors",
     "hookimpl": "contracts.hookspecs", "Source": "contracts.source", "FileSpan": "contracts.source",
     "Decoder": "contracts.decoder", "DecodedFrames": "contracts.decoder", "FrameRequest": "contracts.decoder",
     "Loader": "contracts.loader", "Resumable": "contracts.loader", "ReportsStats": "contracts.loader",
@@ -44,6 +49,8 @@ except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0"
 
 __all__ = [*sorted(_EXPORTS), "__version__"]
+
+show_warnings_as_lines()  # dl's warnings print as one `warning: <file>: ...` line each
 
 
 def __getattr__(name: str):

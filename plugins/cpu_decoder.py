@@ -15,7 +15,7 @@ from dl.kits.video.decoder_cache import DecoderCache
 from dl.kits.video.torchcodec_video import (
     SEEK_MODES,
     TorchcodecDecoder,
-    decode_frames,
+    checked_resize,
     decoder_bytes,
     open_video,
     stream_facts,
@@ -41,6 +41,9 @@ class CpuDecoder(TorchcodecDecoder):
             (`dl.dataloader.world.process_cores`: cores / DataLoader workers / local ranks), so threads only run where
             cores would otherwise idle (measured: 2 cameras in 2 threads decode 1.4-1.8x faster on 2 idle
             cores, and no faster with 2 DataLoader workers on 2 cores).
+        resize: [height, width] in pixels every frame is scaled to while it is decoded (torchcodec's `Resize`
+            transform: bilinear with antialiasing, in FFmpeg), or None: the stream's own size. For mixtures of
+            datasets whose cameras differ in size (`dl.make_mixture`).
 
     Raises:
         DlError: an option out of range.
@@ -49,7 +52,7 @@ class CpuDecoder(TorchcodecDecoder):
     name = "cpu"
 
     def __init__(self, cache_size: int | None = None, cache_bytes: int = 512_000_000, num_threads: int = 1,
-                 seek_mode: str = "auto", camera_threads: int | str = "auto"):
+                 seek_mode: str = "auto", camera_threads: int | str = "auto", resize: tuple[int, int] | None = None):
         if seek_mode not in SEEK_MODES:
             raise DlError(f"decoder cpu: seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}.")
         if camera_threads != "auto" and not (isinstance(camera_threads, int) and camera_threads >= 1):
@@ -57,6 +60,7 @@ class CpuDecoder(TorchcodecDecoder):
         if not isinstance(num_threads, int) or num_threads < 0:
             raise DlError(f"decoder cpu: num_threads must be an integer >= 0 (0: FFmpeg decides), got {num_threads!r}.")
         self.num_threads, self.seek_mode, self.camera_threads = num_threads, seek_mode, camera_threads
+        self.resize = checked_resize(resize, "decoder cpu")
         held = (num_threads or os.cpu_count() or 1) + 3
         self.cache_size_chosen = cache_size is not None
         self.cache = DecoderCache(64 if cache_size is None else cache_size, cache_bytes,
@@ -69,7 +73,8 @@ class CpuDecoder(TorchcodecDecoder):
 
     # ------------------------------------------------------------------------------------ opening
     def _open(self, source: Source, path: str):
-        return open_video(source, path, seek_mode=self.seek_mode, num_threads=self.num_threads, device="cpu")
+        return open_video(source, path, seek_mode=self.seek_mode, num_threads=self.num_threads, device="cpu",
+                          resize=self.resize)
 
     # ------------------------------------------------------------------------------------ decoding
     def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
@@ -79,7 +84,7 @@ class CpuDecoder(TorchcodecDecoder):
         threads = min(len(decoders), self._process_cores() if self.camera_threads == "auto" else self.camera_threads)
 
         def one(r: FrameRequest) -> DecodedFrames:
-            return decode_frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
+            return self._frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
 
         if threads <= 1:
             return [one(r) for r in requests]
@@ -109,8 +114,10 @@ class CpuDecoder(TorchcodecDecoder):
         return self._cores[1]
 
     def probe(self, source: Source, path: str) -> dict:
-        """Stream facts, plus the `seek_mode` this decoder uses for the file ("approximate" or "exact")."""
-        return stream_facts(self._open(source, path))  # not cached: probes happen in the main process, once
+        """Stream facts, plus the `seek_mode` this decoder uses for the file ("approximate" or "exact"), from the
+        file's decoder in this process's cache (a loader probes a file the first time it decodes from it, so the
+        probe costs no second open)."""
+        return stream_facts(self._decoder(source, path))
 
 
 @hookimpl

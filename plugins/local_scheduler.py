@@ -1,8 +1,8 @@
 """Scheduler `local`: runs benchmark runs on this machine, one after another, each in a fresh process."""
 
+import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -10,13 +10,15 @@ import psutil
 
 from dl.contracts.hookspecs import hookimpl
 from dl.contracts.scheduler import Run, RunStatus, Scheduler, Submission
+from dl.dataloader.rendezvous import hosted_store
 
 
 class LocalScheduler(Scheduler):
     """One fresh `python -m dl.bench.runner` process per run, sequentially, so runs never share decoders,
     page cache warm-up aside, or memory peaks. The child's progress bar goes to this terminal. A run with
     `world_size` > 1 starts that many rank processes at once, as a torch.distributed gloo group on
-    127.0.0.1 (env:// rendezvous on a free local port).
+    127.0.0.1 that meets at a store this process hosts on a port the system picks and keeps for the run
+    (`dl.dataloader.rendezvous`: no other process can take it between choosing and binding).
 
     `submit` blocks until every run has ended (this machine runs one at a time); `status` then reports
     each run's exit code from the submission.
@@ -49,13 +51,18 @@ class LocalScheduler(Scheduler):
         return out
 
     def _launch(self, run: Run) -> tuple[int, str | None]:
-        """Start every rank of `run` at once and wait; (the worst exit code, what went wrong)."""
+        """Start every rank of `run` at once (hosting their rendezvous store) and wait; (the worst exit code, what
+        went wrong)."""
         for path in run.result_paths:
             if os.path.exists(path):
                 os.remove(path)
-        env = {**os.environ}
-        if run.world_size > 1:
-            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(run.world_size))
+        with contextlib.ExitStack() as stack:
+            env = {**os.environ}
+            if run.world_size > 1:
+                env.update(stack.enter_context(hosted_store("127.0.0.1")), WORLD_SIZE=str(run.world_size))
+            return self._wait(run, env)
+
+    def _wait(self, run: Run, env: dict) -> tuple[int, str | None]:
         procs = [subprocess.Popen(run.command(rank), env={**env, **({"RANK": str(rank), "LOCAL_RANK": str(rank)}
                                                                     if run.world_size > 1 else {})})
                  for rank in range(run.world_size)]
@@ -110,12 +117,6 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
             child.kill()
         except psutil.NoSuchProcess:
             pass
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @hookimpl

@@ -9,7 +9,14 @@ from dl.contracts.hookspecs import hookimpl
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.source import Source
 from dl.kits.video.decoder_cache import DecoderCache
-from dl.kits.video.torchcodec_video import SEEK_MODES, TorchcodecDecoder, decoder_bytes, open_video, stream_facts
+from dl.kits.video.torchcodec_video import (
+    SEEK_MODES,
+    TorchcodecDecoder,
+    checked_resize,
+    decoder_bytes,
+    open_video,
+    stream_facts,
+)
 
 
 def cuda_problems() -> list[str]:
@@ -57,6 +64,7 @@ class NvdecDecoder(TorchcodecDecoder):
         cache_bytes: the most memory the open decoders of one process may hold (estimated at 8 YUV frames each).
         seek_mode: "auto" (approximate where the container header is trustworthy, exact where not),
             "approximate" or "exact", as for `cpu`.
+        resize: [height, width] every frame is scaled to while it is decoded (torchcodec's `Resize`), as for `cpu`.
 
     Raises:
         DecoderUnavailableError: no usable GPU: torch or torchcodec built without CUDA, or no GPU visible; the
@@ -67,7 +75,7 @@ class NvdecDecoder(TorchcodecDecoder):
     name = "nvdec"
 
     def __init__(self, device: str = "cuda", cache_size: int | None = None, cache_bytes: int = 512_000_000,
-                 seek_mode: str = "auto"):
+                 seek_mode: str = "auto", resize: tuple[int, int] | None = None):
         if seek_mode not in SEEK_MODES:
             raise DlError(f"decoder nvdec: seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}.")
         if not str(device).startswith("cuda"):
@@ -77,11 +85,12 @@ class NvdecDecoder(TorchcodecDecoder):
             raise DecoderUnavailableError(f"decoder nvdec needs an NVIDIA GPU that torch and torchcodec can use: "
                           f"{'; '.join(problems)}. Use --decoder cpu (torchcodec on the CPU) on this machine.")
         self.device, self.seek_mode = str(device), seek_mode
+        self.resize = checked_resize(resize, "decoder nvdec")
         self.cache_size_chosen = cache_size is not None
         self.cache = DecoderCache(16 if cache_size is None else cache_size, cache_bytes, _bytes_of)
 
     def _open(self, source: Source, path: str):
-        decoder = open_video(source, path, seek_mode=self.seek_mode, device=self.device)
+        decoder = open_video(source, path, seek_mode=self.seek_mode, device=self.device, resize=self.resize)
         fallback = decoder.cpu_fallback
         if fallback:  # torchcodec decodes on the CPU what NVDEC cannot, silently
             if "NVcuvid unavailable" in str(fallback):

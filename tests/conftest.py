@@ -55,6 +55,17 @@ def small_dataset(dataset_factory):
     return dataset_factory()
 
 
+@pytest.fixture(scope="session")
+def mixture_roots(dataset_factory, tmp_path_factory):
+    """Generated datasets that differ as a mixture's members do (mixture_helpers.A, B, C, TABULAR, TABULAR_SMALL):
+    `{"a", "b", "c", "tabular", "tabular_small"}` -> root; b's keys are renamed (mixture_helpers.B_NAMES)."""
+    from mixture_helpers import B_NAMES, TABULAR, TABULAR_SMALL, A, B, C, renamed_dataset
+
+    b = renamed_dataset(dataset_factory(**B), tmp_path_factory.mktemp("mixture") / "b", B_NAMES)
+    return {"a": dataset_factory(**A), "b": b, "c": dataset_factory(**C), "tabular": dataset_factory(**TABULAR),
+            "tabular_small": dataset_factory(**TABULAR_SMALL)}
+
+
 @pytest.fixture
 def writable_copy(tmp_path):
     """`writable_copy(path)` -> a private copy of a dataset folder that a test may edit."""

@@ -267,9 +267,9 @@ def _empty_build(kind):
     real = dl.bench.runner._build
 
     def build(spec):
-        built, delta = real(spec)
+        built, delta, metadata_s = real(spec)
         built.loader = (_EmptyStream if kind == "iterable" else _EmptyMap)(built.loader)
-        return built, delta
+        return built, delta, metadata_s
 
     return build
 

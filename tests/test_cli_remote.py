@@ -28,15 +28,20 @@ def storage(s3, name="endpoint_url"):  # noqa: F811
 def test_bucket_run_reports_network_figures(s3, small_dataset, tmp_path):  # noqa: F811
     url = upload(s3, small_dataset)
     out = tmp_path / "out"
+    node_local = tmp_path / "node-local"
     done = dl_run("--source", "bucket", "--root", url, *storage(s3), "--loader", "pool", "--num-workers", "2",
-                  "--out-dir", out, *QUICK, cwd=tmp_path)
+                  "--cache-dir", node_local, "--out-dir", out, *QUICK, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads((out / "pool-cpu-single-w2.json").read_text())
+    assert result["config"]["source_options"]["cache_dir"] == str(node_local)
+    assert node_local.is_dir() and not list(node_local.iterdir())  # the run folders were there, and are gone
     stats = result["source_stats"]
     assert result["status"] == "ok" and stats["requests"] > 0 and stats["failures"] == 0
     assert stats["bytes_fetched"] >= stats["bytes_prefetched"] > 0 and stats["read_amplification"] >= 1
     assert stats["cache_hits"] > 0 and stats["cache_bytes_peak"] > 0
     assert "source: read_amplification" in done.stdout
+    assert "Traceback" not in done.stderr  # the progress thread survives piped output
+    assert stats["first_admission_s"] > 0 and "metadata_s" in stats and stats["ranges_prefetched"] > 0
     written = result["config"]["source_options"]["storage_options"]
     assert written == {"endpoint_url": s3.endpoint_url, "key": "<redacted>", "secret": "<redacted>"}
 

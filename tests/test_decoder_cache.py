@@ -222,7 +222,8 @@ def test_forked_child_reopens_real_video_decoders(small_dataset):
     cache = ds.decoder.cache
     ds[0]
     parent_decoders = cache.open_decoders()
-    assert len(parent_decoders) == 2 and cache.stats()["misses"] == 2
+    # the loader probed both files when it was built, through the cache: ds[0] reused those decoders
+    assert len(parent_decoders) == 2 and cache.stats()["misses"] == 2 and cache.stats()["hits"] == 2
 
     def child():
         sample = ds[1]
@@ -232,10 +233,10 @@ def test_forked_child_reopens_real_video_decoders(small_dataset):
 
     out = run_in_fork(child)
     assert out == {"reused": 0, "open": 2, "code": [1, 1]}
-    assert cache.stats()["misses"] == 4 and cache.stats()["hits"] == 0  # the child opened both again
+    assert cache.stats()["misses"] == 4 and cache.stats()["hits"] == 2  # the child opened both again
     ds[2]
     assert cache.open_decoders() == parent_decoders
-    assert cache.stats()["hits"] == 2 and cache.stats()["misses"] == 4
+    assert cache.stats()["hits"] == 4 and cache.stats()["misses"] == 4
 
 
 # ---------------------------------------------------------------------------- DataLoader workers
@@ -256,20 +257,22 @@ def test_counters_summed_across_dataloader_workers(dataset_factory):
             assert read_frame_code(batch[cameras[1]][j]) == (index, 1)
     assert seen == list(range(len(ds)))
     stats = ds.decoder.cache.stats()
-    assert stats["hits"] + stats["misses"] == len(ds) * len(cameras)
     assert stats["misses"] >= len(files)
-    # exact: batch b goes to worker b % 2, each worker keeps its own LRU of 2 and its own counter slot
-    expected = [0, 0, 0]
+    # exact: batch b goes to worker b % 2, each worker keeps its own LRU of 2 and its own counter slot; the first
+    # time a worker decodes from a file it probes the file through the cache (a miss), then decodes (a hit), except
+    # the first episode's files, which the main process probed before the workers started
+    expected = [0, 2, 0]  # the main process probed the first episode's two files when the loader was built
     for w in range(workers):
         keys = [ds.locate(i)[0] * 10 + c  # (episode position, camera) identifies the file here
                 for b in range(w, -(-len(ds) // batch_size), workers)
                 for i in range(b * batch_size, min((b + 1) * batch_size, len(ds)))
                 for c in range(len(cameras))]
-        hits, misses, evictions, _ = simulate_lru(keys, 2)
+        probed = [k for i, k in enumerate(keys) for _ in range(1 + (k not in keys[:i] and k // 10 != 0))]
+        hits, misses, evictions, _ = simulate_lru(probed, 2)
         assert ds.decoder.cache.counters.values[1 + w, :3].tolist() == [hits, misses, evictions], w
         expected = [a + b for a, b in zip(expected, (hits, misses, evictions), strict=True)]
     assert [stats["hits"], stats["misses"], stats["evictions"]] == expected
-    assert ds.decoder.cache.counters.values[0, :3].tolist() == [0, 0, 0]  # the main process decoded nothing
+    assert ds.decoder.cache.counters.values[0, :3].tolist() == [0, 2, 0]  # the main process decoded nothing
     ds.decoder.cache.reset_stats()
     assert [ds.decoder.cache.stats()[k] for k in ("hits", "misses", "evictions")] == [0, 0, 0]
 
@@ -284,8 +287,9 @@ def test_default_cache_holds_every_file_of_a_worker(dataset_factory):
     stats = ds.decoder.cache.stats()
     assert n == len(ds)
     assert stats["evictions"] == 0
-    assert 8 <= stats["misses"] <= 16  # each of 8 files opened at most once per worker
-    assert stats["hits"] + stats["misses"] == 2 * len(ds)
+    assert 10 <= stats["misses"] <= 18  # each of 8 files opened at most once per worker, 2 probed in the main process
+    # each camera of each sample looked up once, plus at most one probe per file opened in each process
+    assert 2 * len(ds) < stats["hits"] + stats["misses"] <= 2 * len(ds) + stats["misses"]
 
 
 def test_the_host_keeps_open_what_the_pool_reads_in_turn(dataset_factory):

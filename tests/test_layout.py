@@ -16,6 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 ROOTS = {"dl": REPO / "core", "dl.plugins": REPO / "plugins", "dl.cli": REPO / "cli"}
 DOTTED = re.compile(r"`(dl(?:\.\w+)*)`")
+HEADINGS = ("May import:", "For annotations only:")
 
 
 @cache
@@ -73,6 +74,9 @@ def rule(package: str, heading: str) -> list[str] | None:
     if heading not in doc:
         return None
     paragraph = doc[doc.index(heading) + len(heading):].split("\n\n")[0]
+    for other in HEADINGS:  # a paragraph ends where another heading starts
+        if other != heading and other in paragraph:
+            paragraph = paragraph[:paragraph.index(other)]
     return DOTTED.findall(paragraph) if "anything in dl" not in paragraph else ["dl"]
 
 
@@ -155,6 +159,12 @@ def strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
                 if len(component) > 1:
                     out.append(component)
     return out
+
+
+def test_the_rules_are_read_paragraph_by_paragraph():
+    assert rule("dl.contracts", "May import:") == []
+    assert rule("dl.contracts", "For annotations only:") == ["dl.format"]
+    assert rule("dl.cli", "May import:") == ["dl"]
 
 
 def test_the_cycle_check_finds_a_cycle():

@@ -270,7 +270,8 @@ def test_select_sorts_and_dedups(small_dataset):
     meta = load(small_dataset)
     assert [e.index for e in meta.select([5, 1, 5, 3])] == [1, 3, 5]
     assert [e.index for e in meta.select(None)] == list(range(6))
-    assert meta.select([]) == []
+    with pytest.raises(DlError, match="the selection is empty"):
+        meta.select([])
 
 
 # ------------------------------------------------------------------------------- parse_episodes / format

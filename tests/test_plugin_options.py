@@ -64,7 +64,8 @@ def test_dl_run_refuses_a_pool_option_for_map_before_running(small_dataset, tmp_
     proc = run_dl("run", "--root", str(small_dataset), "--loader", "map", "--loader-option", "episode_pool_size=8",
                   "--out-dir", str(tmp_path / "out"))
     assert proc.returncode == 2
-    assert "loader 'map' (dl) does not take option episode_pool_size. It accepts: none" in proc.stderr
+    assert ("loader 'map' (dl) does not take option episode_pool_size. It accepts: tabular_cache_bytes='16G'"
+            in proc.stderr)
     assert not (tmp_path / "out").exists(), "nothing may run or be written"
 
 

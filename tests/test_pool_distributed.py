@@ -2,10 +2,10 @@
 dataset without rank/world_size options, so it must learn them from the initialized process group; the
 ranks' samples over one epoch (2 DataLoader workers each) must be disjoint and together complete."""
 
+import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+from dl.dataloader.rendezvous import hosted_store
 from dl.format.metadata import DatasetMeta
 from dl.plugins.local_source import local_source
 
@@ -48,23 +49,18 @@ finally:
 """
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_gloo_ranks_split_an_epoch_exactly(dataset_factory, tmp_path):
     root = dataset_factory(**TABULAR)
     script = tmp_path / "rank.py"
     script.write_text(RANK_SCRIPT)
-    port = free_port()
     procs, logs = [], []
+    rendezvous = contextlib.ExitStack()
     try:
+        meet = rendezvous.enter_context(hosted_store())  # a store this process holds: no port to race for
         for rank in range(WORLD_SIZE):
-            env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                   "WORLD_SIZE": str(WORLD_SIZE), "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+            env = {**os.environ, **meet, "RANK": str(rank), "WORLD_SIZE": str(WORLD_SIZE), "GLOO_SOCKET_IFNAME": "lo",
+                   "OMP_NUM_THREADS": "1"}
             log = open(tmp_path / f"rank{rank}.log", "w+b")  # closed in finally
             logs.append(log)
             procs.append(subprocess.Popen([sys.executable, str(script), str(root), str(tmp_path / f"rank{rank}.json")],
@@ -92,6 +88,7 @@ def test_two_gloo_ranks_split_an_epoch_exactly(dataset_factory, tmp_path):
                 proc.wait()
         for log in logs:
             log.close()
+        rendezvous.close()
 
     results = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(WORLD_SIZE)]
     for rank, result in enumerate(results):

@@ -1,6 +1,8 @@
-"""dl.kits.remote.file_cache.PrefetchCache: reference counting of files shared by episodes, the byte limit (waiting in
-line, reads of waiting files go remote, one episode over the limit is an error), failed downloads, and the
-run folder's clean-up on close and after a crash."""
+"""dl.kits.remote.file_cache.PrefetchCache: byte ranges as the unit (overlapping and adjacent ranges of several
+episodes held once, only gaps downloaded), downloads cut into pieces, the first piece of every range first (an
+atomic range never cut), reference counting of ranges shared by episodes, the byte limit
+(waiting in line, reads of waiting ranges go remote, one episode over the limit is an error), failed
+downloads, and the run folder's clean-up on close and after a crash."""
 
 import os
 import threading
@@ -10,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dl.contracts.errors import SourceFileNotFoundError
-from dl.kits.remote.file_cache import CacheLimitError, PrefetchCache
+from dl.kits.remote.file_cache import CacheLimitError, Piece, PrefetchCache, host_name
+from dl.kits.remote.piece_order import PieceOrder
 
 
 class Remote:
@@ -21,16 +24,36 @@ class Remote:
         self.gate = threading.Event()
         self.gate.set()
 
-    def download(self, rel, size, out):
+    def download(self, rel, start, end, out):
         self.gate.wait(timeout=30)
         if rel not in self.files:
             raise SourceFileNotFoundError(f"remote://{rel} does not exist.")
-        self.fetched.append(rel)
-        out.write(self.files[rel])
+        self.fetched.append(rel if (start, end) == (0, len(self.files[rel])) else (rel, start, end))
+        out.write(self.files[rel][start:end])
 
 
-def sizes(remote: Remote, *names: str) -> dict[str, int]:
-    return {n: len(remote.files[n]) for n in names}
+def sizes(remote: Remote, *names: str) -> list[Piece]:
+    """Whole files as pieces."""
+    return [Piece(n, 0, len(remote.files[n])) for n in names]
+
+
+def local_path(cache: PrefetchCache, rel: str) -> str | None:
+    """The local copy of a whole file cached as one range (None: not cached)."""
+    located = cache.locate(rel, 0)
+    return None if located is None else located.path
+
+
+def read_at(cache: PrefetchCache, rel: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of `rel` through the cached ranges, crossing from one into the next."""
+    out = b""
+    while start < end:
+        located = cache.locate(rel, start)
+        assert located is not None, f"{rel} byte {start} is not cached"
+        with open(located.path, "rb") as f:
+            f.seek(start - located.start)
+            chunk = f.read(min(end, located.end) - start)
+        out, start = out + chunk, start + len(chunk)
+    return out
 
 
 def cache_files(cache: PrefetchCache) -> list[str]:
@@ -42,7 +65,7 @@ def test_shared_files_stay_until_the_last_episode_leaves(tmp_path):
     cache = PrefetchCache(tmp_path, 1000, remote.download, threads=2)
     cache.admit(0, sizes(remote, "a", "shared"))
     cache.admit(1, sizes(remote, "shared", "b"))
-    paths = {rel: cache.local_path(rel) for rel in ("a", "shared", "b")}
+    paths = {rel: local_path(cache, rel) for rel in ("a", "shared", "b")}
     assert {rel: open(p, "rb").read() for rel, p in paths.items()} == remote.files
     assert sorted(remote.fetched) == ["a", "b", "shared"]  # the shared file once
     cache.release(0)
@@ -59,10 +82,10 @@ def test_files_wait_for_room_and_reads_of_waiting_files_go_remote(tmp_path):
     cache = PrefetchCache(tmp_path, 100, remote.download, threads=1, on_reserved=peaks.append)
     cache.admit(0, sizes(remote, "a"))
     cache.admit(1, sizes(remote, "b"))  # does not block: b waits for room
-    assert cache.local_path("a") is not None
-    assert cache.local_path("b") is None  # the reader streams it instead of waiting (no deadlock)
+    assert local_path(cache, "a") is not None
+    assert local_path(cache, "b") is None  # the reader streams it instead of waiting (no deadlock)
     cache.release(0)
-    assert open(cache.local_path("b"), "rb").read() == remote.files["b"]
+    assert open(local_path(cache, "b"), "rb").read() == remote.files["b"]
     assert max(peaks) <= 100
     cache.close()
 
@@ -70,7 +93,7 @@ def test_files_wait_for_room_and_reads_of_waiting_files_go_remote(tmp_path):
 def test_one_episode_larger_than_the_limit_is_an_error(tmp_path):
     remote = Remote({"a": b"1" * 60, "b": b"2" * 60})
     cache = PrefetchCache(tmp_path, 100, remote.download)
-    with pytest.raises(CacheLimitError, match=r"episode 7 needs 0\.0 MB.*a, b.*cache_bytes"):
+    with pytest.raises(CacheLimitError, match=r"episode 7 needs 0\.0 MB of a, b.*cache_bytes"):
         cache.admit(7, sizes(remote, "a", "b"))
 
 
@@ -87,10 +110,10 @@ def test_settle_refuses_to_wait_for_room_nobody_frees(tmp_path):
 def test_a_failed_download_fails_every_reader(tmp_path):
     remote = Remote({"a": b"1"})
     cache = PrefetchCache(tmp_path, 100, remote.download)
-    cache.admit(0, {"gone.mp4": 5})
+    cache.admit(0, [Piece("gone.mp4", 0, 5)])
     for _ in range(2):
         with pytest.raises(SourceFileNotFoundError, match="gone.mp4"):
-            cache.local_path("gone.mp4")
+            local_path(cache, "gone.mp4")
     with pytest.raises(SourceFileNotFoundError):
         cache.settle()
     cache.release(0)
@@ -102,16 +125,16 @@ def test_a_reader_takes_over_a_queued_download(tmp_path):
     remote = Remote({"a": b"1" * 10, "b": b"2" * 10})
     a_started, b_read = threading.Event(), threading.Event()
 
-    def download(rel, size, out):
+    def download(rel, start, end, out):
         if rel == "a":  # holds the only download thread until "b" has been read
             a_started.set()
             b_read.wait(timeout=30)
-        remote.download(rel, size, out)
+        remote.download(rel, start, end, out)
 
     cache = PrefetchCache(tmp_path, 100, download, threads=1)
     cache.admit(0, sizes(remote, "a", "b"))
     assert a_started.wait(timeout=30)  # "b" is queued behind it
-    assert open(cache.local_path("b"), "rb").read() == remote.files["b"]
+    assert open(local_path(cache, "b"), "rb").read() == remote.files["b"]
     assert remote.fetched == ["b"]  # downloaded by this thread while "a" still held the other one
     b_read.set()
     cache.close()
@@ -123,9 +146,9 @@ def test_release_during_download_deletes_the_file_after_it(tmp_path):
     started, freed = threading.Event(), threading.Event()
     original = remote.download
 
-    def download(rel, size, out):
+    def download(rel, start, end, out):
         started.set()
-        original(rel, size, out)
+        original(rel, start, end, out)
 
     cache = PrefetchCache(tmp_path, 100, download, threads=1, on_reserved=lambda n: n == 0 and freed.set())
     cache.admit(0, sizes(remote, "a"))
@@ -143,11 +166,11 @@ def test_a_file_readmitted_while_its_old_download_runs_keeps_its_new_copy(tmp_pa
     first_started, first_gate = threading.Event(), threading.Event()
     original = remote.download
 
-    def download(rel, size, out):
+    def download(rel, start, end, out):
         if not first_started.is_set():  # the first download waits until the second one is done
             first_started.set()
             assert first_gate.wait(timeout=30)
-        original(rel, size, out)
+        original(rel, start, end, out)
 
     reserved, first_ended = [], threading.Event()
 
@@ -161,7 +184,7 @@ def test_a_file_readmitted_while_its_old_download_runs_keeps_its_new_copy(tmp_pa
     assert first_started.wait(timeout=30)
     cache.release(0)  # the first download is still running
     cache.admit(1, sizes(remote, "a"))
-    path = cache.local_path("a")  # this thread takes the second download over
+    path = local_path(cache, "a")  # this thread takes the second download over
     first_gate.set()
     assert first_ended.wait(timeout=30)  # the first download ended and deleted its own copy, not the second one
     assert open(path, "rb").read() == remote.files["a"]
@@ -170,13 +193,39 @@ def test_a_file_readmitted_while_its_old_download_runs_keeps_its_new_copy(tmp_pa
 
 
 def test_run_folders_of_dead_processes_are_removed(tmp_path):
-    stale = tmp_path / "run-999999999-1"
+    stale = tmp_path / f"run-{host_name()}-999999999-1"
     stale.mkdir()
     (stale / "leftover.mp4").write_bytes(b"x")
     remote = Remote({"a": b"1"})
     cache = PrefetchCache(tmp_path, 100, remote.download)
     cache.admit(0, sizes(remote, "a"))
     assert not stale.exists() and cache.dir.exists()
+    cache.close()
+
+
+def test_overlapping_ranges_of_two_episodes_download_only_the_gaps(tmp_path):
+    remote = Remote({"v.mp4": bytes(range(200)) * 5})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1)
+    cache.admit(0, [Piece("v.mp4", 0, 100), Piece("v.mp4", 300, 500)])  # a header and an episode
+    cache.admit(1, [Piece("v.mp4", 0, 100), Piece("v.mp4", 450, 700)])  # the same header, an episode overlapping
+    assert read_at(cache, "v.mp4", 0, 100) == remote.files["v.mp4"][:100]
+    assert read_at(cache, "v.mp4", 300, 700) == remote.files["v.mp4"][300:700]  # across two entries
+    assert sorted(remote.fetched) == [("v.mp4", 0, 100), ("v.mp4", 300, 500), ("v.mp4", 500, 700)]
+    assert cache.locate("v.mp4", 200) is None  # never admitted: the reader goes remote
+    cache.release(0)
+    assert read_at(cache, "v.mp4", 450, 700) == remote.files["v.mp4"][450:700]
+    assert cache.reserved == 100 + 200 + 200  # the entry 300-500 stays whole: key 1 holds its part 450-500
+    cache.release(1)
+    assert cache.reserved == 0 and cache_files(cache) == []
+    cache.close()
+
+
+def test_pieces_of_one_admission_that_meet_are_one_download(tmp_path):
+    remote = Remote({"v.mp4": bytes(300)})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1)
+    cache.admit(0, [Piece("v.mp4", 100, 200), Piece("v.mp4", 0, 100), Piece("v.mp4", 150, 250)])
+    cache.settle()
+    assert remote.fetched == [("v.mp4", 0, 250)]
     cache.close()
 
 
@@ -193,7 +242,7 @@ def test_reservations_never_exceed_the_limit_and_all_go(tmp_path_factory, ops):
             cache.admit(key, sizes(remote, *sorted(names)))
             held.add(key)
             for name in names:
-                path = cache.local_path(name)
+                path = local_path(cache, name)
                 assert path is None or open(path, "rb").read() == remote.files[name]
         elif not admit and key in held:
             cache.release(key)
@@ -203,3 +252,73 @@ def test_reservations_never_exceed_the_limit_and_all_go(tmp_path_factory, ops):
     cache.close()  # waits for downloads still in flight: a released one unreserves when it ends
     assert 0 <= min(peaks, default=0) and max(peaks, default=0) <= 60
     assert cache.reserved == 0
+
+
+def gated(remote: Remote):
+    """`remote.download` held at `remote.gate`, and an event set once the first download started."""
+    remote.gate.clear()
+    started = threading.Event()
+
+    def download(rel, start, end, out):
+        started.set()
+        remote.download(rel, start, end, out)
+
+    return download, started
+
+
+def test_first_pieces_of_every_range_come_first(tmp_path):
+    remote = Remote({"v.mp4": bytes(range(100)) * 3})
+    download, started = gated(remote)
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40))
+    cache.admit(0, [Piece("v.mp4", 0, 100)])
+    assert started.wait(timeout=30)  # the only thread holds piece 0-10
+    cache.admit(1, [Piece("v.mp4", 200, 300)])
+    assert not cache.ready(1, depth=0)
+    remote.gate.set()
+    cache.settle()
+    assert cache.ready(0, depth=0) and cache.ready(1)
+    assert remote.fetched == [("v.mp4", 0, 10), ("v.mp4", 200, 210), ("v.mp4", 10, 30), ("v.mp4", 210, 230),
+                              ("v.mp4", 30, 70), ("v.mp4", 230, 270), ("v.mp4", 70, 100), ("v.mp4", 270, 300)]
+    assert read_at(cache, "v.mp4", 0, 100) + read_at(cache, "v.mp4", 200, 300) == \
+        remote.files["v.mp4"][:100] + remote.files["v.mp4"][200:]
+    cache.close()
+
+
+def test_a_piece_another_key_starts_on_moves_up(tmp_path):
+    remote = Remote({"v.mp4": bytes(100)})
+    download, started = gated(remote)
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40))
+    cache.admit(0, [Piece("v.mp4", 0, 100)])  # pieces 0-10, 10-30, 30-70, 70-100 (depths 0 to 3)
+    assert started.wait(timeout=30)
+    cache.admit(1, [Piece("v.mp4", 70, 100)])  # held already; its first piece for key 1
+    remote.gate.set()
+    cache.settle()
+    assert remote.fetched == [("v.mp4", 0, 10), ("v.mp4", 70, 100), ("v.mp4", 10, 30), ("v.mp4", 30, 70)]
+    cache.close()
+
+
+def test_atomic_ranges_are_never_cut(tmp_path):
+    remote = Remote({"v.mp4": bytes(100)})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1, order=PieceOrder(10, 40))
+    cache.admit(0, [Piece("v.mp4", 0, 100)], atomic=[Piece("v.mp4", 5, 25), Piece("other", 0, 100)])
+    cache.settle()
+    assert sorted(remote.fetched) == [("v.mp4", 0, 30), ("v.mp4", 30, 70), ("v.mp4", 70, 100)]
+    cache.close()
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(first=st.integers(1, 50), grow=st.integers(0, 4), start=st.integers(0, 500), lo=st.integers(0, 2000),
+       length=st.integers(1, 3000), atomic=st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 300)), max_size=3))
+def test_pieces_tile_the_gap_shallowest_first(first, grow, start, lo, length, atomic):
+    order = PieceOrder(first, first << grow)
+    lo += start
+    fixed = [(a, a + n) for a, n in atomic]
+    pieces = order.cut(start, (lo, lo + length), fixed)
+    assert pieces[0][0] == lo and pieces[-1][1] == lo + length
+    assert all(a < b and b == c for (a, b, _), (c, _, _) in zip(pieces, pieces[1:] + [(lo + length, 0, 0)],
+                                                                strict=True))
+    assert [d for _, _, d in pieces] == sorted(d for _, _, d in pieces)  # deeper into the range, deeper pieces
+    assert not any(a < b < z for _, b, _ in pieces[:-1] for a, z in fixed)  # no cut inside an atomic range
+    if not fixed:
+        assert all(b - a <= order.max_bytes for a, b, _ in pieces)
+        assert pieces[0][2] == order.depth(lo - start) and (lo != start or pieces[0][1] - lo <= first)

@@ -3,7 +3,6 @@ middle of response bodies, 429 with Retry-After, 503): every frame arrives exact
 counted; a file that is really gone fails with an error naming it; a permanent error is not retried."""
 
 import logging
-import os
 
 import numpy as np
 import pytest
@@ -16,7 +15,11 @@ from dl.host.assembly import build_loader
 from dl.plugins.remote.bucket import bucket_source
 from dl.testing.fault_proxy import FaultProxy, Faults
 
-FAULTS = Faults(throttle_every=5, unavailable_every=7, reset_every=3, reset_after_bytes=700)
+FAULTS = Faults(throttle_every=5, unavailable_every=7, reset_every=3, reset_after_bytes=700, per_request=2)
+"""Faults on ~54% of requests by arrival order, but at most 2 per distinct request: by arrival order alone, the
+requests of concurrent threads interleave so that one range's every retry can land on a fault (with 6 tries, about
+once in 100 ranges: a flaky test). With the bound, a retried call, which makes at most 2 distinct requests (s3fs's
+HEAD and GET of a whole file, a listing's pages), fails at most 4 times: the default 6 tries always get through."""
 
 
 def frames_seen(source, loader: str, num_workers: int) -> np.ndarray:
@@ -39,22 +42,43 @@ def test_bucket_every_frame_exactly_once_under_faults(s3, small_dataset, loader,
     assert stats["retries"] > 0 and stats["throttled_429"] > 0 and stats["failures"] == 0
 
 
+def test_real_layout_every_frame_exactly_once_under_faults(s3, dataset_factory):  # noqa: F811
+    """LeRobot's layout: many episodes per video and data file, one row group per data file; the pool's workers
+    fetch each episode's ranges through resets, 429s and 503s."""
+    root = dataset_factory(episodes=12, episodes_per_file=12, frames_per_episode=(20, 30), row_group_size=None)
+    url = upload(s3, root)
+    with FaultProxy(s3.endpoint_url, faults=FAULTS) as proxy:
+        source = s3_source(s3, url, proxy.endpoint_url)
+        seen, total = frames_seen(source, "pool", 2)
+        stats = source.stats()
+    assert seen.tolist() == list(range(total))
+    assert proxy.injected["429"] and proxy.injected["503"] and proxy.injected["reset"]
+    assert stats["retries"] > 0 and stats["failures"] == 0 and stats["ranges_prefetched"] > 0
+
+
 def test_worker_caches_are_removed_when_workers_exit(s3, small_dataset, tmp_path):  # noqa: F811
-    source = s3_source(s3, upload(s3, small_dataset))
+    source = s3_source(s3, upload(s3, small_dataset), cache_dir=str(tmp_path / "node-local"))
     seen, total = frames_seen(source, "pool", 2)
-    assert seen.tolist() == list(range(total)) and source.stats()["files_prefetched"] > 0
-    runs = sorted((tmp_path / "dl-cache" / "remote").glob("run-*"))
-    assert all(run.name.startswith(f"run-{os.getpid()}-") for run in runs)  # at most this process's own
+    assert seen.tolist() == list(range(total)) and source.stats()["ranges_prefetched"] > 0
+    assert (tmp_path / "node-local").is_dir(), "the workers' run folders were not made in cache_dir"
+    assert not list((tmp_path / "node-local").iterdir()), "a worker's run folder outlived it"
+    assert not list((tmp_path / "dl-cache").rglob("run-*")), "a run folder went to the default place"
 
 
-def test_map_says_how_much_it_downloads(s3, small_dataset, caplog):  # noqa: F811
-    source = s3_source(s3, upload(s3, small_dataset))
+def test_map_says_how_much_it_downloads(s3, dataset_factory, caplog):  # noqa: F811
+    """Files big enough that ranges are smaller than the files (the small dataset's ~10 KB videos are smaller
+    than the decoder's 64 KiB read-ahead), at a camera's bitrate (texture)."""
+    root = dataset_factory(frames_per_episode=(60, 60), width=320, height=240, texture=44)
+    source = s3_source(s3, upload(s3, root))
     meta = DatasetMeta.load(source)
     with caplog.at_level(logging.INFO, logger="dl"):
         build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[0, 1], image_dtype="uint8"))
     files = sorted({f for i in (0, 1) for f in meta.episodes[i].files()})
-    megabytes = sum(meta.files[f] for f in files) / 1e6
-    assert f"2 episode(s) need {len(files)} file(s), {megabytes:.1f} MB, from {source.url}" in caplog.text
+    whole = sum(meta.files[f] for f in files) / 1e6
+    stats = source.stats()
+    assert f"2 episode(s) need {stats['bytes_prefetched'] / 1e6:.1f} MB of {len(files)} file(s) ({whole:.1f} MB " \
+        f"whole), from {source.url}" in caplog.text
+    assert stats["bytes_prefetched"] < sum(meta.files[f] for f in files)  # ranges, not the whole files
 
 
 def test_metadata_from_the_hub_and_data_from_a_bucket(s3, hub, small_dataset, monkeypatch):  # noqa: F811
@@ -97,6 +121,19 @@ def test_missing_file_is_not_retried(s3, small_dataset):  # noqa: F811
     with pytest.raises(SourceFileNotFoundError, match="meta/nope.json"):
         source.read_bytes("meta/nope.json")
     assert source.stats()["requests"] == 1 and source.stats()["retries"] == 0
+
+
+def test_each_request_fails_at_most_per_request_times(s3, small_dataset):  # noqa: F811
+    """The proxy's bound: every try of a request fails until it failed `per_request` times, then it goes through;
+    another request (another range) gets its own faults."""
+    url = upload(s3, small_dataset)
+    with FaultProxy(s3.endpoint_url, faults=Faults(unavailable_every=1, per_request=2)) as proxy:
+        source = s3_source(s3, url, proxy.endpoint_url, retry_attempts=3)
+        head, rest = source.read_bytes("meta/info.json", 0, 10), source.read_bytes("meta/info.json", 10, 30)
+    assert head + rest == (small_dataset / "meta/info.json").read_bytes()[:30]
+    assert proxy.injected["503"] == 4 and proxy.requests == 6
+    stats = source.stats()  # every try is counted: none hidden in s3fs or botocore
+    assert stats["requests"] == 6 and stats["retries"] == 4 and stats["failures"] == 0
 
 
 def test_gives_up_with_the_url_when_the_server_keeps_failing(s3, small_dataset):  # noqa: F811

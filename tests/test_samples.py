@@ -260,30 +260,32 @@ def test_delta_timestamps_empty_offsets(small_dataset):
 # ----------------------------------------------------------------------------------- video errors
 
 
-def shift_from_timestamp(root, key, episode, seconds):
+def shift_from_timestamp(root, key, episode, seconds, to=0.0):
     path = root / EPISODES_PARQUET
     table = pq.read_table(path)
-    column = f"videos/{key}/from_timestamp"
-    values = table.column(column).to_pylist()
-    values[table.column("episode_index").to_pylist().index(episode)] += seconds
-    i = table.schema.get_field_index(column)
-    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(values, pa.float64())), path)
+    for column, by in ((f"videos/{key}/from_timestamp", seconds), (f"videos/{key}/to_timestamp", to)):
+        values = table.column(column).to_pylist()
+        values[table.column("episode_index").to_pylist().index(episode)] += by
+        i = table.schema.get_field_index(column)
+        table = table.set_column(i, table.schema.field(i), pa.array(values, pa.float64()))
+    pq.write_table(table, path)
 
 
 def test_timestamp_tolerance_error(small_dataset, writable_copy):
     root = writable_copy(small_dataset)
-    shift_from_timestamp(root, CAMS[0], 1, 0.5 / FPS)
-    ds = dl.make_dataset(str(root))
-    start = int(ds.starts[1])
-    for position in (start, start + 3):
-        with pytest.raises(TimestampToleranceError) as err:
-            ds[position]
-        message = str(err.value)
-        assert f"{root}/videos/{CAMS[0]}/chunk-000/file-000.mp4" in message
-        assert "episode 1" in message and CAMS[0] in message and "tolerance_s=0.0001" in message
-    # the other episodes of the same file, and the other camera's timeline, are fine
-    check_sample(ds, 0)
-    check_sample(ds, int(ds.starts[2]))
+    shift_from_timestamp(root, CAMS[0], 1, 0.5 / FPS)  # every query of episode 1's camera 0 falls between frames
+    with pytest.raises(TimestampToleranceError) as err:
+        dl.make_dataset(str(root))  # refused up front, with the tolerance that would serve it
+    message = str(err.value)
+    assert f"videos/{CAMS[0]}/chunk-000/file-000.mp4" in message and "data/chunk-000/file-000.parquet" in message
+    assert "episode 1" in message and CAMS[0] in message and "tolerance_s=0.0001" in message
+    assert "is 0.016667 s from the nearest frame" in message and "--tolerance-s 0.0167" in message
+    # the other episodes of the file are fine; with the suggested tolerance, each row gets its nearest frame
+    check_sample(dl.make_dataset(str(root), episodes=[0, 2]), 0)
+    ds = dl.make_dataset(str(root), tolerance_s=0.0167, image_dtype="uint8")
+    sample = ds[int(ds.starts[1]) + 3]
+    assert read_frame_code(sample[CAMS[1]])[0] == int(sample["index"])
+    assert read_frame_code(sample[CAMS[0]])[0] in (int(sample["index"]), int(sample["index"]) + 1)
 
 
 def test_small_timestamp_offset_within_tolerance(small_dataset, writable_copy):
@@ -291,21 +293,25 @@ def test_small_timestamp_offset_within_tolerance(small_dataset, writable_copy):
     shift_from_timestamp(root, CAMS[1], 2, 5e-5)
     ds = dl.make_dataset(str(root))
     check_sample(ds, int(ds.starts[2]) + 1)
-    strict = dl.make_dataset(str(root), tolerance_s=1e-5)
-    check_sample(strict, int(ds.starts[1]) + 1)
+    check_sample(dl.make_dataset(str(root), tolerance_s=1e-5, episodes=[1]), 1)
     with pytest.raises(TimestampToleranceError, match="episode 2"):
-        strict[int(ds.starts[2]) + 1]
+        dl.make_dataset(str(root), tolerance_s=1e-5)
 
 
 def test_timestamp_beyond_video_end(small_dataset, writable_copy):
     root = writable_copy(small_dataset)
-    shift_from_timestamp(root, CAMS[1], 2, 10.0)
-    ds = dl.make_dataset(str(root))
-    with pytest.raises(VideoDecodeError) as err:
-        ds[int(ds.starts[2])]
+    shift_from_timestamp(root, CAMS[1], 2, 10.0)  # from_timestamp past to_timestamp: not a span
+    with pytest.raises(DlError, match=f"episode 2: camera {CAMS[1]} spans"):
+        dl.make_dataset(str(root))
+    shift_from_timestamp(root, CAMS[1], 5, 10.0, to=10.0)  # the last span of file-001 moved past the file's end
+    ds = dl.make_dataset(str(root), episodes=[0, 5])
+    check_sample(ds, 0)
+    with pytest.raises(DlError) as err:  # checked the first time this process decodes from file-001
+        ds[int(ds.starts[1])]
     message = str(err.value)
-    assert f"videos/{CAMS[1]}/chunk-000/file-000.mp4" in message and "outside" in message
-    check_sample(ds, int(ds.starts[1]))
+    assert f"videos/{CAMS[1]}/chunk-000/file-001.mp4: lasts" in message and "episode 5 needs frames up to" in message
+    with pytest.raises(DlError, match="episode 5 needs frames up to"):  # the first episode's files: when built
+        dl.make_dataset(str(root), episodes=[3, 5])
 
 
 def test_corrupt_video_file(small_dataset, writable_copy):

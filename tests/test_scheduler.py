@@ -70,6 +70,34 @@ def test_local_submit_then_status(tmp_path, program, state, detail):
         assert result["error"] == f"the run process ended ({detail or 'exit status 3'}) without writing a result"
 
 
+MEET = """
+import datetime, json, os, sys
+import psutil, torch, torch.distributed as dist
+port = int(os.environ["MASTER_PORT"])
+listening = {c.laddr.port for c in psutil.Process().parent().net_connections() if c.status == psutil.CONN_LISTEN}
+dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
+                        timeout=datetime.timedelta(seconds=60))
+total = torch.ones(1)
+dist.all_reduce(total)
+open(sys.argv[1], "w").write(json.dumps({"sum": total.item(), "port": port, "held_by_launcher": port in listening,
+                                         "agent_store": os.environ.get("TORCHELASTIC_USE_AGENT_STORE")}))
+"""
+
+
+def test_local_ranks_meet_at_a_store_the_scheduler_holds(tmp_path):
+    """No free-port race: the port the ranks get is bound by the scheduler's own process for the whole run (a
+    free port found by binding 0 and closing it could be taken before rank 0 binds it)."""
+    run = _Fake("meet", 2, str(tmp_path / "spec.json"), [str(tmp_path / f"meet-{r}.json") for r in (0, 1)])
+    run.program = MEET
+    scheduler = LocalScheduler(timeout_s=120)
+    (status,) = scheduler.wait(scheduler.submit([run]))
+    assert status.state == "done", status
+    results = [json.loads(open(p).read()) for p in run.result_paths]
+    assert [r["sum"] for r in results] == [2.0, 2.0]
+    assert all(r["held_by_launcher"] and r["agent_store"] == "True" for r in results)
+    assert results[0]["port"] == results[1]["port"]
+
+
 def test_local_timeout_is_a_failed_run(tmp_path):
     run = _Fake("slow", 1, str(tmp_path / "spec.json"), [str(tmp_path / "slow.json")])
     run.program = "import time; time.sleep(30)"

@@ -2,6 +2,7 @@
 slurmctld and two slurmd): a serial chain with a failing link, a 2-node run with disjoint ranks, `dl status`,
 cancellation, and a clear error for a request the cluster can never satisfy."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -103,7 +104,8 @@ def test_two_nodes_run_disjoint_ranks_and_merge_like_local(cluster, dataset_fact
     assert [r["rank"] for r in ranks] == [0, 1]
     assert sorted(r["environment"]["node"] for r in ranks) == ["node1", "node2"]  # one task per node
     log = next((out / "logs").glob("dl-*.out")).read_text()
-    assert "rank 0 of 2 on node1" in log and "rank 1 of 2 on node2" in log and "master 127.0.0.1:" in log
+    assert "rank 0 of 2 on node1" in log and "rank 1 of 2 on node2" in log
+    assert "master 127.0.0.1" in log and "rendezvous store at 127.0.0.1:" in log
     # each rank's episodes, per epoch, are its own; together they are every episode
     for epoch in ranks[0]["episodes_by_epoch"]:
         mine = [set(r["episodes_by_epoch"].get(epoch, [])) for r in ranks]
@@ -127,6 +129,44 @@ def test_two_nodes_run_disjoint_ranks_and_merge_like_local(cluster, dataset_fact
     assert f"slurm/{name}" in reported.stdout and f"local/{name}" in reported.stdout
     assert "node1" in reported.stdout and "node2" in reported.stdout
     assert (local / "comparison.png").stat().st_size > 0 and (local / "throughput.png").stat().st_size > 0
+
+
+MEET = """
+import datetime, json, os, sys
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", rank=int(os.environ["SLURM_PROCID"]), world_size=int(os.environ["SLURM_NTASKS"]),
+                        timeout=datetime.timedelta(seconds=60))
+total = torch.ones(1)
+dist.all_reduce(total)
+open(sys.argv[1], "w").write(json.dumps({"status": "ok", "sum": total.item(), "port": int(os.environ["MASTER_PORT"])}))
+"""
+
+
+def test_ranks_meet_although_the_port_of_the_job_id_is_taken(cluster, tmp_path):
+    """Two jobs 20,000 ids apart on one node once computed the same port (20000 + jobid % 20000); the ranks now
+    meet at a store their job's first node holds on a port the system picked. Here the port the old rule gives
+    the next job is held by another process, and the 2-node job still meets."""
+    import socket
+
+    probe = subprocess.run(["sbatch", "--parsable", "--mem=64", "--output=/dev/null", "--wrap", "true"],
+                           capture_output=True, text=True, check=True)
+    last = int(probe.stdout.strip().split(";")[0])  # jobs are numbered one after another (--test-only takes one)
+    candidates = range(last + 1, last + 5)
+    (tmp_path / "specs").mkdir()
+    run = Program("meet", 2, str(tmp_path / "specs" / "meet.json"), [str(tmp_path / f"meet-{r}.json") for r in (0, 1)],
+                  {"nodes": 2, "tasks_per_node": 1, "cpus_per_task": 1, "mem": 512})
+    run.program = MEET
+    with contextlib.ExitStack() as held:
+        taken = {20000 + i % 20000 for i in candidates}
+        for port in taken:
+            held.enter_context(socket.create_server(("", port)))
+        scheduler = SlurmScheduler(chain=False)
+        submission = scheduler.submit([run])
+        assert int(submission.handle["jobs"]["meet"]) in candidates  # precondition: the old rule's port is taken
+        statuses = wait_final(scheduler, submission, cluster)
+    assert statuses[0].state == "done", Path(statuses[0].log_path).read_text()
+    results = [json.loads(Path(p).read_text()) for p in run.result_paths]
+    assert [r["sum"] for r in results] == [2.0, 2.0] and results[0]["port"] == results[1]["port"] not in taken
 
 
 def test_cancelled_run_is_reported_and_later_links_still_run(cluster, tmp_path):

@@ -176,16 +176,29 @@ def test_dataset_from_index_disagreeing_with_meta(small_dataset, writable_copy):
     assert f"starts at index {meta.episodes[4].dataset_from_index - 1}" in message
 
 
-def test_episode_absent_from_its_data_file(small_dataset, writable_copy):
+def test_episode_named_in_the_previous_file_is_read_from_its_neighbour(small_dataset, writable_copy):
     root = writable_copy(small_dataset)
-    # claim episode 4 lives in file-000 (it does not)
-    edit_episode_column(root, "data/file_index", 4, -1)
+    # claim episode 3 (the first of file-001) lives in file-000, as LeRobot's v2.1 -> v3.0 converter writes it
+    edit_episode_column(root, "data/file_index", 3, -1)
     meta = load(root)
-    ep = meta.episodes[4]
+    ep = meta.episodes[3]
     assert ep.data_path == "data/chunk-000/file-000.parquet"
+    with pytest.warns(UserWarning, match="episode 3's rows are in data/chunk-000/file-001.parquet, not data/chunk-000/"
+                                         "file-000.parquet: meta/episodes names the previous data file"):
+        tables = read_episode_tables(meta, [meta.episodes[2], ep], KEYS)
+    assert list(tables) == [2, 3]
+    check_episode_table(tables[3], ep)
+    check_episode_table(tables[2], meta.episodes[2])
+
+
+def test_episode_in_no_neighbouring_file_is_refused(dataset_factory, writable_copy):
+    root = writable_copy(dataset_factory(episodes_per_file=2))  # 3 data files
+    edit_episode_column(root, "data/file_index", 5, -2)  # episode 5 (file-002) claimed in file-000
+    meta = load(root)
     with pytest.raises(DatasetFormatError) as err:
-        read_episode_tables(meta, [ep], KEYS)
-    assert "episode 4 has 0 rows" in str(err.value) and "file-000.parquet" in str(err.value)
+        read_episode_tables(meta, [meta.episodes[5]], KEYS)
+    assert "data/chunk-000/file-000.parquet: episode 5 has 0 rows" in str(err.value)
+    assert "neither this file nor its neighbours (data/chunk-000/file-001.parquet)" in str(err.value)
 
 
 def test_non_contiguous_episode_rows(tmp_path, small_dataset, writable_copy):
@@ -256,13 +269,10 @@ def test_table_to_arrays_unequal_rows_divisible():
         table_to_arrays(pa.table({"x": pa.array([[1.0], [2.0, 3.0, 4.0]])}))
 
 
-def test_tabular_keys_order_and_image_warning(small_dataset):
+def test_tabular_keys_order_without_cameras(small_dataset):
     meta = load(small_dataset)
     assert tabular_keys(meta) == KEYS
-    meta.features["observation.images.png"] = {"dtype": "image", "shape": [64, 64, 3]}
-    with pytest.warns(UserWarning, match="observation.images.png"):
-        keys = tabular_keys(meta)
-    assert keys == KEYS
+    assert meta.camera_keys == meta.video_keys and meta.image_keys == [] and meta.left_out == {}
 
 
 # ------------------------------------------------------------------------------------- Arrow store

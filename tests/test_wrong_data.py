@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import dl_subprocess
 
 import dl
-from dl.contracts.errors import DatasetFormatError, UnsafePathError
+from dl.contracts.errors import DatasetFormatError, TimestampToleranceError, UnsafePathError
 from dl.testing.synthetic import camera_key
 
 FAST = ["--duration", "0.5", "--warmup-batches", "1", "--single-proc-samples", "2", "--batch-size", "4"]
@@ -58,19 +58,20 @@ def shifted(small_dataset, writable_copy):
 
 @pytest.mark.parametrize("loader", ["map", "pool"])
 def test_shifted_timestamps_are_refused(shifted, loader):
-    with pytest.raises(DatasetFormatError) as err:
+    with pytest.raises(TimestampToleranceError) as err:
         dataset = dl.make_dataset(str(shifted), loader=loader, episodes=[1])
         list(dataset) if loader == "pool" else None
     message = str(err.value)
     assert DATA0 in message and "episode 1" in message
     assert "shifted by +0.500000 s (+15.00 frames)" in message
+    assert "is 0.500000 s from the nearest frame" in message and "--tolerance-s 0.5001" in message
 
 
 @pytest.mark.parametrize("loader", ["map", "pool"])
 def test_dl_run_with_shifted_timestamps_fails_naming_the_file(shifted, tmp_path, loader):
     proc = dl_run(shifted, tmp_path / "c", "--loader", loader, "--num-workers", "2", "--out-dir", tmp_path / "out")
     assert proc.returncode == 1
-    assert f"{DATA0}: episode 1: row 0 has timestamp 0.500000 s" in proc.stdout.replace("\n", "")
+    assert f"{DATA0}: episode 1: row" in proc.stdout.replace("\n", "")
     result = json.loads((tmp_path / "out" / f"{loader}-cpu-single-w2.json").read_text())
     assert result["status"] == "failed" and "shifted by +0.500000 s" in result["error"]
     assert "Traceback" not in result["error"]
@@ -87,21 +88,26 @@ def wrong_fps(small_dataset, writable_copy):
     return root
 
 
-def test_fps_disagreeing_with_the_timestamps_is_refused(wrong_fps):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with pytest.raises(DatasetFormatError) as err:
-            dl.make_dataset(str(wrong_fps), delta_timestamps={"action": [0.0, 1.0]})
+def test_fps_disagreeing_with_the_episode_spans_is_refused(wrong_fps):
+    with pytest.raises(DatasetFormatError) as err:
+        dl.make_dataset(str(wrong_fps), delta_timestamps={"action": [0.0, 1.0]})
+    message = str(err.value)
+    assert "meta/info.json says fps 60, but the episodes' camera spans in meta/episodes hold one frame per row at " \
+           "30.000 fps" in message
+
+
+def test_fps_disagreeing_with_the_timestamps_is_refused(dataset_factory, writable_copy):
+    root = writable_copy(dataset_factory(cameras=0))  # no spans to compare with: the timestamps' spacing says it
+    edit_info(root, lambda info: info.update(fps=60))
+    with pytest.raises(DatasetFormatError) as err:
+        dl.make_dataset(str(root), delta_timestamps={"action": [0.0, 1.0]})
     message = str(err.value)
     assert "spaced 0.033333 s (30.000 fps) but meta/info.json says fps 60" in message and "episode 0" in message
-    warned = " ".join(str(w.message) for w in caught)
-    assert "plays at 30.000 fps, meta/info.json says fps 60" in warned
-    assert "has video.fps 30 but the dataset's fps is 60" in warned
 
 
 def test_dl_run_with_a_wrong_fps_fails(wrong_fps, tmp_path):
     proc = dl_run(wrong_fps, tmp_path / "c", "--num-workers", "0", "--out-dir", tmp_path / "out")
-    assert proc.returncode == 1 and "meta/info.json says fps 60" in proc.stdout.replace("\n", "")
+    assert proc.returncode == 2 and "meta/info.json says fps 60" in proc.stderr
 
 
 # ------------------------------------------------------------------------------ episode absent from meta

@@ -9,8 +9,9 @@
   merge of a multi-rank run; `progress`: progress bars; `default_dataset`: the embedded dataset;
   `loopback`: serving a local folder on loopback for the remote-source scenarios.
 - `report`, `plot`: `dl report`, comparing many results (the plots need the `plot` extra, matplotlib).
+- `mixture_run`: `dl run --mix`, runs over a mixture of datasets (`dl.mixture`).
 
-May import: `dl.contracts`, `dl.host`, `dl.format`, `dl.dataloader`, `dl.kits.paths`, `dl.testing.synthetic` (the
-default dataset) and its loopback servers (`dl.testing.s3_server`, `dl.testing.hub_server`). Plugins are reached
-only through the registry, never imported.
+May import: `dl.contracts`, `dl.host`, `dl.format`, `dl.dataloader`, `dl.mixture`, `dl.kits.paths`,
+`dl.testing.synthetic` (the default dataset) and its loopback servers (`dl.testing.s3_server`,
+`dl.testing.hub_server`). Plugins are reached only through the registry, never imported.
 """

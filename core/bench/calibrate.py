@@ -32,7 +32,7 @@ def calibrate_decoders(meta: DatasetMeta, episodes: list, registry: Registry, se
     Raises:
         DlError: no decoder can run here, or the dataset has no cameras.
     """
-    if not meta.video_keys:
+    if not meta.camera_keys:
         raise DlError(f"--decoder auto: {meta.source.url} has no cameras to time decoders on; give --decoder NAME.")
     by = "sequential_frames_per_s" if sequential else "random_frames_per_s"
     found: dict[str, dict] = {}

@@ -9,7 +9,9 @@ after the files were read once (a warm file cache) and every file opened once (u
 best trial, reported with the trials' spread; and it is measured in the processes the run decodes in, with their
 settings: in DataLoader workers (`ceiling_workers`) of the run's start method, each with torch's one intra-op thread
 and its share of the cores for camera threads (`dl.dataloader.world.process_cores`), all decoding at once, so
-what they take from each other (cores, memory bandwidth) is in the ceiling as it is in the run.
+what they take from each other (cores, memory bandwidth) is in the ceiling as it is in the run. Image features
+(PNG/JPEG in the data parquet) count as camera frames: their images are decoded with the decoder's
+`decode_images`, at random and in runs alike.
 """
 
 import time
@@ -19,6 +21,7 @@ import numpy as np
 
 from ..contracts.decoder import Decoder, FrameRequest
 from ..format.metadata import DatasetMeta, EpisodeMeta
+from ..format.tabular import read_episode_arrays
 
 RUN_FRAMES = 32
 """Frames per camera per `Decoder.decode` call in the sequential measurement (as LeRobot's anchor `tc_seq` reads
@@ -29,6 +32,8 @@ MIN_TRIAL_FRAMES = 32
 """A trial runs until it has decoded at least this many frames, however long that takes."""
 WARM_READ_BYTES = 2 << 30
 """The most bytes of video read once, before the trials, to warm the file cache (local sources only)."""
+IMAGE_EPISODES = 4
+"""Episodes whose image features (PNG/JPEG in the data parquet) are read once, untimed, for the trials to decode."""
 
 
 def _sync(frames) -> None:
@@ -70,11 +75,21 @@ def _decode_all(meta: DatasetMeta, decoder: Decoder, requests: list[FrameRequest
     return sum(len(f.pts_s) for f in frames)
 
 
+def image_columns(meta: DatasetMeta, episodes: list[EpisodeMeta]) -> list:
+    """The `ImageColumn`s of every image feature of the first `IMAGE_EPISODES` episodes, read once (untimed)."""
+    held = []
+    for ep in episodes[:IMAGE_EPISODES] if meta.image_keys else []:
+        arrays = read_episode_arrays(meta, ep, meta.image_keys)
+        held += [arrays[key] for key in meta.image_keys]
+    return held
+
+
 def random_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], seconds: float,
-                 rng: np.random.Generator) -> float:
+                 rng: np.random.Generator, images: list = ()) -> float:
     """Camera frames per second, for at least `seconds` and `MIN_TRIAL_FRAMES` frames: a row drawn uniformly over
     every frame of `episodes`, all its cameras decoded in one `Decoder.decode` call (as a map-style loader asks for
-    a sample; uint8)."""
+    a sample; uint8), and one image of each image feature (`images`, from `image_columns`: a row drawn at random,
+    `Decoder.decode_images`)."""
     lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
     starts = np.cumsum(lengths) - lengths
     n, t0 = 0, time.perf_counter()
@@ -84,14 +99,18 @@ def random_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta
         row = (k - starts[e]) / meta.fps
         n += _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp + row,))
                                          for span in episodes[e].videos.values()])
+        for column in images:
+            decoder.decode_images([column[int(rng.integers(len(column)))]])
+            n += 1
     return n / (time.perf_counter() - t0)
 
 
 def sequential_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], seconds: float,
-                     rng: np.random.Generator) -> float:
+                     rng: np.random.Generator, images: list = ()) -> float:
     """Camera frames per second, for at least `seconds` and `MIN_TRIAL_FRAMES` frames: episodes drawn at random,
     each decoded from its first frame in runs of `RUN_FRAMES` consecutive frames, all cameras per
-    `Decoder.decode` call (runs decode in order after one seek; uint8)."""
+    `Decoder.decode` call (runs decode in order after one seek; uint8), with as many consecutive images of each
+    image feature (`images`, one `Decoder.decode_images` call per run)."""
     n, t0 = 0, time.perf_counter()
     while n < MIN_TRIAL_FRAMES or time.perf_counter() - t0 < seconds:
         ep = episodes[int(rng.integers(len(episodes)))]
@@ -99,6 +118,9 @@ def sequential_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[Episode
             rows = np.arange(start, min(start + RUN_FRAMES, ep.length)) / meta.fps
             n += _decode_all(meta, decoder, [FrameRequest(span.path, tuple(span.from_timestamp + rows), run=True)
                                              for span in ep.videos.values()])
+            for column in images:
+                decoder.decode_images(column[(start + np.arange(len(rows))) % len(column)])
+                n += len(rows)
             if n >= MIN_TRIAL_FRAMES and time.perf_counter() - t0 >= seconds:
                 break
     return n / (time.perf_counter() - t0)
@@ -117,8 +139,10 @@ def measure_trials(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMe
     (the random trials first, then the sequential ones), after `open_every_file`."""
     rng = np.random.default_rng(plan.seed)
     open_every_file(meta, decoder, episodes)
-    out = {"random": [random_trial(meta, decoder, episodes, plan.trial_s, rng) for _ in range(plan.trials)],
-           "sequential": [sequential_trial(meta, decoder, episodes, plan.trial_s, rng) for _ in range(plan.trials)]}
+    images = image_columns(meta, episodes)
+    out = {"random": [random_trial(meta, decoder, episodes, plan.trial_s, rng, images) for _ in range(plan.trials)],
+           "sequential": [sequential_trial(meta, decoder, episodes, plan.trial_s, rng, images)
+                          for _ in range(plan.trials)]}
     decoder.cache.clear()
     return out
 

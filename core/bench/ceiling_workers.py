@@ -33,7 +33,7 @@ def decode_ceiling(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMe
     Raises:
         DlError: the decoder cannot decode the files (as it would in the run).
     """
-    if seconds <= 0 or not meta.video_keys or not episodes:
+    if seconds <= 0 or not meta.camera_keys or not episodes:
         return None
     warm_file_cache(meta, episodes)
     plan = CeilingPlan(trial_s=seconds / 2 / TRIALS)

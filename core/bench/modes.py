@@ -33,7 +33,7 @@ def mode_delta_timestamps(mode: str, meta: DatasetMeta) -> dict[str, list[float]
         return {}
     if mode == "sarm":
         steps = [float(s) for s in range(SARM_STEPS)]
-        return {key: steps for key in [*meta.video_keys, action_key(meta)]}
+        return {key: steps for key in [*meta.camera_keys, action_key(meta)]}
     if mode == "chunk":
         return {action_key(meta): [s / meta.fps for s in range(CHUNK_STEPS)]}
     raise DlError(f"unknown mode {mode!r}; choose single, sarm or chunk.")

@@ -36,13 +36,19 @@ def rich_progress(run_name: str, console: Console | None = None):
 
 
 def _line_reporter(run_name: str, console: Console):
-    state = {"phase": None, "last": 0.0, "finished": None}
+    """Lines per phase: when it starts, when it reaches its total, and every `LINE_EVERY_S` seconds in between;
+    a count with no known total (None: a download's megabytes) prints as a count alone."""
+    state: dict = {"last": {}, "finished": set()}
 
-    def update(phase: str, done: float, total: float) -> None:
+    def update(phase: str, done: float, total: float | None) -> None:
         now = time.monotonic()
-        finished = done >= total and state["finished"] != phase
-        if phase != state["phase"] or finished or now - state["last"] >= LINE_EVERY_S:
-            console.print(f"{run_name}: {phase} {done:.0f}/{total:.0f}", highlight=False, soft_wrap=True)
-            state.update(phase=phase, last=now, finished=phase if finished else state["finished"])
+        finished = total is not None and done >= total and phase not in state["finished"]
+        last = state["last"].get(phase)
+        if last is None or finished or now - last >= LINE_EVERY_S:
+            count = f"{done:.0f}" if total is None else f"{done:.0f}/{total:.0f}"
+            console.print(f"{run_name}: {phase} {count}", highlight=False, soft_wrap=True)
+            state["last"][phase] = now
+            if finished:
+                state["finished"].add(phase)
 
     return update

@@ -158,6 +158,27 @@ def summary_rows(rows: list[ReportRow], columns: list[str], ratio: dict[str, dic
     return out
 
 
+def mixture_rows(rows: list[ReportRow]) -> list[dict]:
+    """Per member of every mixture run (`dl run --mix`): its weight, the samples drawn from it in the steady window
+    and their share of the run's (next to the weight: the two agree within sampling noise), its quota of a mixture
+    epoch, its passes per epoch (over 1: its own epoch restarts within each mixture epoch, oversampled; under 1: read
+    in part) and the member epochs started by then."""
+    out = []
+    for row in rows:
+        stats = row.result.get("loader_stats") or {}
+        names = stats.get("members")
+        if not isinstance(names, list):
+            continue
+        samples = [stats.get(f"member{m}_samples") or 0 for m in range(len(names))]
+        for m, name in enumerate(names):
+            out.append({"run": row.label, "member": name, "weight": (stats.get("weights") or [None] * len(names))[m],
+                        "share": round(samples[m] / sum(samples), 4) if sum(samples) else None,
+                        "samples": samples[m], "quota": stats.get(f"member{m}_quota"),
+                        "passes_per_epoch": stats.get(f"member{m}_passes_per_epoch"),
+                        "epochs_started": stats.get(f"member{m}_epochs_started")})
+    return out
+
+
 def rank_rows(rows: list[ReportRow]) -> list[dict]:
     """Per rank of every multi-rank run: node, samples/s, episodes admitted (pool), episodes seen per
     epoch, and the run's count of episodes seen by more than one rank in the same epoch."""

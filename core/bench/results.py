@@ -62,7 +62,8 @@ def read_results(paths: list[Path]) -> list[dict]:
 SUMMED = ("samples_per_s", "decoded_frames_per_s", "single_proc_samples_per_s", "peak_rss_gb", "pss_gb_at_window_end",
           "window_samples", "window_batches")
 WORST = ("first_batch_latency_s", "p50_sample_latency_ms", "p95_sample_latency_ms", "p99_sample_latency_ms",
-         "total_time_s", "resume_first_batch_s", "samples_per_s_spread_pct", "single_proc_spread_pct")
+         "total_time_s", "resume_first_batch_s", "samples_per_s_spread_pct", "single_proc_spread_pct", "init_s",
+         "metadata_s", "build_s")
 MEAN = ("fetch_pct", "decode_pct", "shuffle_randomness_frac", "shuffle_randomness_ideal")
 
 STAT_MERGES = {"sum": sum, "max": max, "min": min, "mean": lambda v: round(sum(v) / len(v), 4)}

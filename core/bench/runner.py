@@ -26,14 +26,16 @@ import torch.utils.data
 from ..contracts.config import LoaderConfig
 from ..contracts.errors import DlError, describe
 from ..contracts.loader import ReportsStats, Resumable
-from ..dataloader.build import build_dataloader, quiet_fd_sharing
+from ..dataloader.build import build_dataloader, camera_keys, quiet_fd_sharing
 from ..dataloader.shuffle import distinct_episode_fraction, ideal_distinct_fraction
 from ..dataloader.world import resolve_ranks
+from ..format.episodes import episode_lengths
 from ..host.assembly import Assembly, build_loader, open_dataset
 from .ceiling import ceiling_shares
 from .ceiling_workers import decode_ceiling
 from .memory import PeakRssMonitor, tree_pss_bytes
 from .metrics import sample_latency_ms
+from .mixture_run import MixtureAssembly, build_mixture
 from .modes import mode_delta_timestamps
 from .signals import Terminated, stop_once_on_signals
 from .spec import RunSpec
@@ -67,7 +69,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     t_start = time.perf_counter()
     with PeakRssMonitor() as rss:
         progress("prepare", 0, 1)
-        built, delta = _build(spec)
+        built, delta, metadata_s = _build(spec)
         dataset, decoder = built.loader, built.decoder
         init_s = time.perf_counter() - t_start
         progress("prepare", 1, 1)
@@ -88,9 +90,8 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         dataloader_facts = loader.facts()
         del window["iterator"]  # shuts the window's workers down before the resume probe starts its own
     loader_stats = _loader_stats(dataset, spec)
-    source_stats = _source_stats(built.source, spec)
+    source_stats = _source_stats(built.source, spec, window["first_batch_latency_s"])
     resume = _resume_probe(dataset, loader, spec) if isinstance(dataset, Resumable) else {}
-    episodes = dataset.episodes
     cache = decoder.cache.stats()
     looked_up = cache["hits"] + cache["misses"]
     result = {
@@ -103,11 +104,12 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
         "video_decoder_cache": {**cache, "hit_rate": round(cache["hits"] / looked_up, 4) if looked_up else None,
                                 **({"capacity_from": built.decoder_cache["capacity_from"]} if built.decoder_cache
                                    else {})},
-        "shuffle_randomness_ideal": round(ideal_distinct_fraction([e.length for e in episodes], spec.batch_size),
-                                          4),
+        "shuffle_randomness_ideal": round(ideal_distinct_fraction(_episode_weights(built), spec.batch_size), 4),
         "decode_ceiling": ceiling,
         **({"decoder_calibration": spec.decoder_calibration} if spec.decoder_calibration else {}),
         "init_s": round(init_s, 3),
+        "metadata_s": round(metadata_s, 3),
+        "build_s": round(init_s - metadata_s, 3),
         "total_time_s": round(time.perf_counter() - t_start, 3),
         **resume,
         **loader_stats,
@@ -120,22 +122,23 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
     return result
 
 
-def _build(spec: RunSpec) -> tuple[Assembly, dict]:
+def _build(spec: RunSpec) -> tuple[Assembly, dict, float]:
     """The plugins a spec names, through the one assembly path (metadata from the host's snapshot when it
-    wrote one, so this run lists and reads no metadata), the decoder wrapped in the decode timer."""
+    wrote one, so this run lists and reads no metadata and maps the episode columns), the decoder wrapped in
+    the decode timer; and the seconds the metadata took (the rest of the build is the loader's)."""
+    if spec.mix:
+        return build_mixture(spec)
     if spec.root is None:
         raise DlError("the run spec has no root; `dl run` resolves the default dataset before it submits runs.")
-    snapshot = None
-    if spec.metadata_snapshot:
-        with open(spec.metadata_snapshot) as f:
-            snapshot = json.load(f)
-    meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=snapshot)
+    t0 = time.perf_counter()
+    meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=spec.metadata_snapshot)
+    metadata_s = time.perf_counter() - t0
     delta = {**mode_delta_timestamps(spec.mode, meta), **spec.delta_timestamps}
     config = LoaderConfig(episodes=spec.episodes, delta_timestamps=delta or None, image_dtype=spec.image_dtype,
-                          tolerance_s=spec.tolerance_s, seed=spec.seed)
+                          tolerance_s=spec.tolerance_s, strict=spec.strict, seed=spec.seed)
     built = build_loader(meta, spec.loader, spec.decoder, config=config, loader_options=spec.loader_options,
                          decoder_options=spec.decoder_options, wrap_decoder=TimedDecoder)
-    return built, delta
+    return built, delta, metadata_s
 
 
 def _decodes_in_order(loader_stats: dict) -> bool:
@@ -215,7 +218,7 @@ def _resume_probe(dataset, loader, spec: RunSpec) -> dict:
 
 
 def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
-    video_keys = dataset.meta.video_keys
+    video_keys = camera_keys(dataset)
     loader = _dataloader(dataset, spec)
     warmup_s = min(spec.warmup_s, spec.duration / 4)
     arrivals, sizes, fractions = [], [], []
@@ -246,7 +249,7 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
         now = time.perf_counter()
         batches += 1
         timeline.add(now, len(batch["index"]))
-        seen.add(epochs, batch["episode_index"])
+        seen.add(epochs, _episode_ids(batch))
         if first_batch_s is None:
             first_batch_s = now - t_iter
         if window_start is None:
@@ -261,7 +264,7 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
         samples += size
         frames += sum(_frames_in(batch[k]) for k in video_keys if k in batch)
         if size == spec.batch_size:
-            fractions.append(distinct_episode_fraction(batch["episode_index"].numpy()))
+            fractions.append(distinct_episode_fraction(_episode_ids(batch).numpy()))
         elapsed = now - window_start
         progress("steady window", min(elapsed, spec.duration), spec.duration)
         if elapsed >= spec.duration:
@@ -289,6 +292,21 @@ def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
     }
 
 
+def _episode_ids(batch: dict) -> torch.Tensor:
+    """The episode of each sample; in a mixture's batch (`dataset_index`), member x 2**32 + episode_index."""
+    if "dataset_index" in batch:
+        return batch["dataset_index"] * 2**32 + batch["episode_index"]
+    return batch["episode_index"]
+
+
+def _episode_weights(built) -> np.ndarray:
+    """Each episode's chance of a sample: its frames, or in a mixture its share of its member's frames x the member's
+    weight."""
+    if isinstance(built, MixtureAssembly):
+        return built.episode_weights()
+    return episode_lengths(built.loader.episodes)
+
+
 def _frames_in(batch_tensor: torch.Tensor) -> int:
     # [B, C, H, W] is one frame per sample; [B, T, C, H, W] is T
     return batch_tensor.shape[0] * (batch_tensor.shape[1] if batch_tensor.dim() == 5 else 1)
@@ -303,14 +321,19 @@ def _loader_stats(dataset, spec: RunSpec) -> dict:
             "loader_stats_merge": dict(dataset.stats_merge)}
 
 
-def _source_stats(source, spec: RunSpec) -> dict:
+def _source_stats(source, spec: RunSpec, first_batch_s: float) -> dict:
     """A source's own figures when it is `dl.ReportsStats` (remote sources: requests, bytes fetched vs
     needed, retries, 429s, cache hits, peak cache bytes, network wait), counted over the window, with how
-    each combines over ranks."""
+    each combines over ranks; when it reports `first_admission_s`, the window's first batch split into the
+    wait for that first admission and the rest (`first_batch_rest_s`: worker start, reads and decode)."""
     if not isinstance(source, ReportsStats):
         return {}
-    return {"source_stats": source.stats(spec.num_workers, spec.batch_size),
-            "source_stats_merge": dict(source.stats_merge)}
+    stats = source.stats(spec.num_workers, spec.batch_size)
+    merge = dict(source.stats_merge)
+    if stats.get("first_admission_s") is not None:
+        stats["first_batch_rest_s"] = round(max(0.0, first_batch_s - stats["first_admission_s"]), 3)
+        merge["first_batch_rest_s"] = "max"
+    return {"source_stats": stats, "source_stats_merge": merge}
 
 
 @contextmanager
@@ -336,13 +359,15 @@ def _network_progress(source, progress: Progress, every_s: float = 0.5):
 
 
 def _dataset_summary(built: Assembly, delta: dict) -> dict:
+    if isinstance(built, MixtureAssembly):
+        return built.summary(delta)
     episodes = built.loader.episodes
     return {
         "root": built.source.url,
         "episodes": len(episodes),
-        "frames": sum(e.length for e in episodes),
+        "frames": int(episode_lengths(episodes).sum()),
         "fps": built.meta.fps,
-        "cameras": built.meta.video_keys,
+        "cameras": built.meta.camera_keys,
         "delta_timestamps": delta,
     }
 

@@ -50,7 +50,9 @@ def resolve_decoder(base: RunSpec, meta: DatasetMeta) -> RunSpec:
 
 def check_dataset(base: RunSpec) -> DatasetMeta:
     """Read the dataset's metadata once and check the selection: a dataset that is not v3.0 or is
-    inconsistent, unknown episodes, missing files of the selected episodes. Writes nothing.
+    inconsistent, unknown episodes, missing files of the selected episodes. A remote source indexes the
+    selected episodes' files here (`Source.prepare`), so the snapshot carries the indexes to every run and
+    rank. Writes nothing.
 
     Raises:
         DlError: what is wrong, naming the file or episode.
@@ -58,21 +60,22 @@ def check_dataset(base: RunSpec) -> DatasetMeta:
     if base.root is None:
         raise DlError("no dataset root: give --root (the host resolves the default dataset before checking).")
     meta = open_dataset(base.root, base.source, base.source_options)
-    if not meta.select(base.episodes):
+    selected = meta.select(base.episodes)
+    if not selected:
         raise DlError(f"{meta.source.url} has no episodes to load.")
+    meta.source.prepare([span for ep in selected for span in meta.file_spans(ep)])  # indexes, into the snapshot
     return meta
 
 
 def write_snapshot(base: RunSpec, meta: DatasetMeta, specs_dir: Path) -> RunSpec:
-    """Write the metadata read by `check_dataset` into `specs_dir/metadata.json` for the runs (and their
-    ranks) to load instead of reading it again; returns `base` pointing at it, with the source's pinned
-    options (`Source.pinned_options()`: a Hub revision resolved to its commit) added to its source options,
-    so every run and rank reads the version checked here without asking the server again."""
-    specs_dir.mkdir(parents=True, exist_ok=True)
-    path = specs_dir / "metadata.json"
-    path.write_text(json.dumps(meta.to_snapshot()))
+    """Write the metadata read by `check_dataset` into `specs_dir` (`metadata.json` and the episode columns
+    `episodes.arrow`, `DatasetMeta.write_snapshot`) for the runs (and their ranks) to load instead of reading
+    it again, mapping the columns; returns `base` pointing at it, with the source's pinned options
+    (`Source.pinned_options()`: a Hub revision resolved to its commit) added to its source options, so every
+    run and rank reads the version checked here without asking the server again."""
+    path = meta.write_snapshot(specs_dir)
     options = {**base.source_options, **meta.source.pinned_options()}  # e.g. the Hub revision as its sha
-    return dataclasses.replace(base, metadata_snapshot=str(path.resolve()), source_options=options)
+    return dataclasses.replace(base, metadata_snapshot=path, source_options=options)
 
 
 def plan_runs(specs: list[RunSpec], out_dir: Path) -> list[Run]:

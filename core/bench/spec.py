@@ -15,8 +15,9 @@ class RunSpec:
 
     What to load: `source`, `root` (None until the host resolves the embedded default dataset), `episodes`
     (None: all), `mode` (see `dl.bench.modes`), `delta_timestamps` (extra `{key: [s]}` windows, applied
-    over the mode's), `image_dtype`, `tolerance_s`; `metadata_snapshot`: a JSON file of
-    `DatasetMeta.to_snapshot()` the host wrote, so the run reads no metadata itself.
+    over the mode's), `image_dtype`, `tolerance_s`, `strict` (`dl.contracts.config.LoaderConfig`);
+    `metadata_snapshot`: the `metadata.json` of the `DatasetMeta.write_snapshot()` the host wrote, so the run reads
+    no metadata itself.
     Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`; `world_size` ranks (each a
     process of a torch.distributed gloo group when > 1); `resources`, what the run asks of a cluster
     (`dl.contracts.scheduler.RESOURCES`: nodes, tasks_per_node, cpus_per_task, mem, time, gpus; completed by
@@ -30,6 +31,9 @@ class RunSpec:
     `dl.bench.ceiling`), `out_dir`, `name`.
     `decoder_calibration`: how the host picked the decoder when asked for `--decoder auto`
     (`dl.bench.calibrate`), None otherwise.
+    A mixture (`dl run --mix`, `dl.bench.mixture_run`) leaves `root` None and lists its members in `mix`
+    (`{"root", "source", "weight", "source_options", "metadata_snapshot"}` each), with `mix_options` (`weights`:
+    "frames" or "episodes" when members give no weight, `rename`, `features`, `samples_per_epoch`).
     """
 
     source: str = "local"
@@ -42,6 +46,7 @@ class RunSpec:
     delta_timestamps: dict[str, list[float]] = field(default_factory=dict)
     image_dtype: str = "float32"
     tolerance_s: float = 1e-4
+    strict: bool = False
     batch_size: int = 16
     num_workers: int = 2
     world_size: int = 1
@@ -61,6 +66,8 @@ class RunSpec:
     decoder_options: dict = field(default_factory=dict)
     resources: dict = field(default_factory=dict)
     decoder_calibration: dict | None = None
+    mix: list[dict] = field(default_factory=list)
+    mix_options: dict = field(default_factory=dict)
     out_dir: str = "dl-results"
     name: str = ""
 
@@ -69,7 +76,8 @@ class RunSpec:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if not self.name:
             ranks = f"-r{self.world_size}" if self.world_size > 1 else ""
-            self.name = f"{self.scenario or self.loader}-{self.decoder}-{self.mode}-w{self.num_workers}{ranks}"
+            mixed = f"mix{len(self.mix)}-" if self.mix else ""
+            self.name = f"{mixed}{self.scenario or self.loader}-{self.decoder}-{self.mode}-w{self.num_workers}{ranks}"
 
     def to_dict(self) -> dict:
         """Plain dict (JSON-ready)."""
@@ -81,7 +89,7 @@ class RunSpec:
         record, as they are shared and plotted. The spec files the scheduler ships keep the values (the run
         needs them); prefer credentials from the environment (AWS_*, HF_TOKEN), which dl writes nowhere."""
         data = self.to_dict()
-        for kind in ("source_options", "loader_options", "decoder_options"):
+        for kind in ("source_options", "loader_options", "decoder_options", "mix"):
             data[kind] = _redacted(data[kind])
         return data
 

@@ -10,7 +10,8 @@ from ..contracts.source import Source
 
 class TimedDecoder(Decoder):
     """Delegates every call to `inner` (so its sequential and concurrent decoding are kept); `decode_s`
-    accumulates the wall seconds spent in `frames_at`, `frames_in_run` and `decode` in this process."""
+    accumulates the wall seconds spent in `frames_at`, `frames_in_run`, `decode` and `decode_images` (image features
+    stored in the data parquet) in this process."""
 
     def __init__(self, inner: Decoder):
         self.inner, self.name, self.cache = inner, inner.name, inner.cache
@@ -32,6 +33,9 @@ class TimedDecoder(Decoder):
 
     def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
         return self._timed(self.inner.decode, source, requests)
+
+    def decode_images(self, images: Sequence[bytes]) -> list:
+        return self._timed(self.inner.decode_images, images)
 
     def probe(self, source: Source, path: str) -> dict:
         return self.inner.probe(source, path)

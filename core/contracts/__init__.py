@@ -4,7 +4,8 @@
 - `source`: `Source` (where a dataset's files live; the one read path) and `FileSpan`.
 - `decoder`: `Decoder`, `FrameRequest`, `DecodedFrames`, `OpenDecoders` and the codec names.
 - `loader`: the `Loader` protocol and its optional capabilities (`Resumable`, `ReportsStats`, `DefersFloat`,
-  `OpensFiles`); `resume`: `ResumePosition` and `Segment`, where a resumable loader stands.
+  `OpensFiles`, `ServesConsumers`), and `Composite`, a loader made of loaders; `resume`: `ResumePosition` and
+  `Segment`, where a resumable loader stands.
 - `scheduler`: `Scheduler`, `Run`, `RunStatus`, `Submission`.
 - `config`: `LoaderConfig`, what every loader honours; `needs`: `DataLoaderNeeds`, what a plugin needs of
   the torch DataLoader; `errors`: every error dl raises on purpose; `units`: byte sizes in options.

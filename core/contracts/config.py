@@ -14,8 +14,10 @@ class LoaderConfig:
         delta_timestamps: `{key: [offsets in seconds]}`; each key then yields `[T, ...]` plus a bool
             `{key}_is_pad [T]` (LeRobot's convention). Offsets must be multiples of 1/fps.
         image_dtype: "float32" gives camera frames in [0, 1] (LeRobot's format); "uint8" gives raw [0, 255].
-        tolerance_s: the largest allowed gap (seconds) between a queried timestamp and the decoded frame's
-            (LeRobot's default, 1e-4 s).
+        tolerance_s: a camera frame is served when its timestamp is less than this many seconds from the row's
+            (LeRobot's `tolerance_s`, default 1e-4 s); raise it for recorded (wall-clock) timestamps.
+        strict: refuse data LeRobot serves as stored but that is likely wrong (NaN or inf in float features)
+            instead of warning about it.
         seed: seeds every order the loader draws (shuffle, partition), with the epoch.
         rank, world_size: this process's share of the data in a distributed job; None (both) resolves them
             with `dl.dataloader.world.resolve_ranks` (torch.distributed, accelerate, RANK/WORLD_SIZE, SLURM).
@@ -25,6 +27,7 @@ class LoaderConfig:
     delta_timestamps: dict[str, list[float]] | None = None
     image_dtype: str = "float32"
     tolerance_s: float = 1e-4
+    strict: bool = False
     seed: int = 0
     rank: int | None = None
     world_size: int | None = None
@@ -34,3 +37,5 @@ class LoaderConfig:
             raise ValueError(f"image_dtype must be one of {IMAGE_DTYPES}, got {self.image_dtype!r}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if not (isinstance(self.tolerance_s, int | float) and 0 < self.tolerance_s < float("inf")):
+            raise ValueError(f"tolerance_s must be a positive number of seconds, got {self.tolerance_s!r}")

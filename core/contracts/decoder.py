@@ -77,11 +77,14 @@ class Decoder(ABC):
         cache_size_chosen: True when the user chose how many files `cache` keeps open; the host then never
             changes it (it warns when a loader reads more files in turn, `dl.host.reconcile`). False: the
             decoder's default, which the host raises to what the loader reads in turn.
+        resize: (height, width) in pixels every decoded frame is scaled to inside the decoder, or None: frames
+            keep the stream's size (a mixture of datasets whose cameras differ in size needs one, `dl.mixture`).
     """
 
     name: str
     cache: OpenDecoders
     cache_size_chosen: bool = False
+    resize: tuple[int, int] | None = None
 
     @abstractmethod
     def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
@@ -109,6 +112,17 @@ class Decoder(ABC):
         """
         return self.frames_at(source, path, timestamps)
 
+    def decode_images(self, images: Sequence[bytes]) -> list["torch.Tensor"]:
+        """Decode image features (PNG or JPEG files stored in the data parquet, dtype "image"), one tensor per image:
+        `[C, H, W]` with C the image's bands (3 for RGB, 1 for grayscale, 4 with alpha), uint8 for 8-bit images,
+        int32 for 16/32-bit ones (depth maps in millimetres, exact), float32 for float ones. Default: Pillow, the
+        decoder LeRobot's `datasets.Image` uses, so the values are LeRobot's (before its division by 255).
+
+        Raises:
+            DatasetFormatError: bytes that are not an image Pillow reads.
+        """
+        return [decode_image(data) for data in images]
+
     def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
         """Decode several files' frames (e.g. every camera of one sample), one result per request, in order.
         A run (`FrameRequest.run`) goes to `frames_in_run`, anything else to `frames_at`. Default: one request
@@ -127,6 +141,38 @@ class Decoder(ABC):
         from .needs import DataLoaderNeeds
 
         return DataLoaderNeeds()
+
+
+def decode_image(data: bytes) -> "torch.Tensor":
+    """One PNG/JPEG file's pixels with Pillow (`Decoder.decode_images`): uint8 `[C, H, W]` (bilevel images as 0/255
+    grayscale), int32 `[1, H, W]` for 16/32-bit integer images (LeRobot's `ToTensor` gives int16 there, wrapping
+    values past 32767), float32 `[1, H, W]` for float images; channels-last memory, as decoded video frames.
+
+    Raises:
+        DatasetFormatError: not an image Pillow can read.
+    """
+    import io
+
+    import numpy as np
+    import torch
+    from PIL import Image, UnidentifiedImageError
+
+    from .errors import DatasetFormatError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.mode == "1":
+                image = image.convert("L")
+            pixels = np.array(image)  # a writable copy: torch tensors must not alias Pillow's buffer
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        head = bytes(data[:8])
+        raise DatasetFormatError(f"an image of {len(data)} bytes starting {head!r} does not decode ({exc}); a PNG "
+                                 "starts with b'\\x89PNG', a JPEG with b'\\xff\\xd8'.") from None
+    if pixels.dtype in (np.uint16, np.int16, np.uint32):
+        pixels = pixels.astype(np.int32)
+    if pixels.ndim == 2:
+        pixels = pixels[:, :, None]
+    return torch.from_numpy(pixels).permute(2, 0, 1)
 
 
 CODEC_ALIASES = {"libsvtav1": "av1", "libaom-av1": "av1", "libdav1d": "av1", "h265": "hevc", "libx265": "hevc",

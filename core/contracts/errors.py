@@ -1,8 +1,38 @@
-"""Errors dl raises on bad input. Each message names the file, episode or option at fault and what to do."""
+"""Errors dl raises on bad input, and the warnings it gives where LeRobot serves the data and the values stay right.
+Each message names the file, episode or option at fault and what to do (or what dl does)."""
+
+import warnings
 
 
 class DlError(Exception):
     """Base class of every error dl raises on purpose; the CLI prints these without a traceback."""
+
+
+class DlWarning(UserWarning):
+    """What dl warns about: data LeRobot serves and dl serves too (the values stay right), or a choice dl made
+    for the user. Shown as one line, `warning: <file>: <what>; <what dl does>` (`show_warnings_as_lines`),
+    never with Python's source-file prefix."""
+
+
+def warn(message: str) -> None:
+    """Issue `message` as a `DlWarning` (Python's warning filters apply: by default once per message and place)."""
+    warnings.warn(message, DlWarning, stacklevel=3)
+
+
+def show_warnings_as_lines() -> None:
+    """Make Python print every `DlWarning` as `warning: <message>` on one line (other warnings unchanged). `import
+    dl` calls it; calling it again changes nothing."""
+    previous = warnings.formatwarning
+    if getattr(previous, "_dl_lines", False):
+        return
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        if issubclass(category, DlWarning):
+            return "warning: " + " ".join(str(message).split("\n")) + "\n"
+        return previous(message, category, filename, lineno, line)
+
+    formatwarning._dl_lines = True
+    warnings.formatwarning = formatwarning
 
 
 class DatasetFormatError(DlError):

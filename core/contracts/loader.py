@@ -7,7 +7,7 @@ dicts (see `dl.format.samples`) that also satisfies `Loader`. Its factory is
 the `dl.LoaderConfig` every loader honours, and its own options as keyword arguments with defaults.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .config import LoaderConfig
     from .decoder import Decoder
     from .needs import DataLoaderNeeds
-    from .resume import ResumePosition
+    from .resume import ResumePosition, Segment
 
 
 @runtime_checkable
@@ -26,13 +26,15 @@ class Loader(Protocol):
         meta: the dataset's metadata (its `source` reads every file).
         decoder: the decoder plugin instance that decodes camera frames.
         config: what it was asked to produce (episodes, windows, dtype, tolerance, seed, rank/world size).
-        episodes: the `EpisodeMeta`s it serves, in ascending episode order (all ranks together).
+        episodes: the `EpisodeMeta`s it serves, in ascending episode order (all ranks together): a sequence
+            (dl's loaders give `DatasetMeta.select`'s `EpisodeSelection`: views built on demand, with `.index`
+            and `.lengths` arrays).
     """
 
     meta: "DatasetMeta"
     decoder: "Decoder"
     config: "LoaderConfig"
-    episodes: "list[EpisodeMeta]"
+    episodes: "Sequence[EpisodeMeta]"
 
     def dataloader_needs(self) -> "DataLoaderNeeds":
         """What this loader needs of the DataLoader (a sampler for a map-style loader that orders itself,
@@ -120,3 +122,48 @@ class DefersFloat(Protocol):
     def emit_uint8_frames(self, on: bool = True) -> None:
         """From now on, in this process, give camera frames as uint8 [0, 255] (`on`), or as
         `config.image_dtype` again (not `on`)."""
+
+
+@runtime_checkable
+class ServesConsumers(Protocol):
+    """A loader that reads one consumer's share of any of its epochs on request, in any process, from any point: what
+    a mixture (`dl.mixture`) asks of each member, so that any loader implementing it can be one.
+
+    The consumers are those of a *flat world* of `num_consumers` readers, each reading as a rank of its own with one
+    worker and batches of one sample (a mixture's ranks x DataLoader workers, flattened); the process that iterates a
+    consumer's stream reads all of it, whatever DataLoader worker it is. An epoch read in several flat worlds (after an
+    elastic resume) lists the ended ones as `dl.contracts.resume.Segment`s of shape
+    `dl.contracts.resume.consumer_shape(n)`, whose `batches_consumed` are the samples each consumer of that world had
+    read, from the start of its stream. Exactly once: for an epoch and its ended segments, the streams of
+    `num_consumers` consumers together hold every sample of the epoch that those segments did not emit, once each,
+    the same ones for the same seed.
+    """
+
+    def consumer_counts(self, epoch: int, num_consumers: int, segments: "Sequence[Segment]" = ()) -> list[int]:
+        """How many samples each consumer `0..num_consumers-1` reads of `epoch` after the ended `segments` (what those
+        flat worlds emitted is left out), without reading anything."""
+
+    def consumer_stream(self, epoch: int, consumer: int, num_consumers: int, segments: "Sequence[Segment]" = (),
+                        skip: int = 0) -> Iterator[dict]:
+        """Consumer `consumer`'s samples of `epoch` after the ended `segments`, in the loader's own order, its first
+        `skip` passed over from counters (no reads, no decode). Closing the iterator early releases what it holds."""
+
+
+@runtime_checkable
+class Composite(Protocol):
+    """A loader made of other loaders (a mixture, `dl.mixture`): it has no `meta` or `decoder` of its own, and
+    `dl.dataloader.build.build_dataloader` asks it, not its members, what the DataLoader needs.
+
+    Attributes:
+        members: the loaders it reads.
+        video_keys: the camera keys of its samples (for a single dataset's loader, `meta.video_keys`).
+        config: what it produces (`image_dtype` above all; its `seed`, `rank` and `world_size`).
+    """
+
+    members: "Sequence[Loader]"
+    video_keys: list[str]
+    config: "LoaderConfig"
+
+    def dataloader_needs(self) -> "DataLoaderNeeds":
+        """What the DataLoader needs for every member's decoder and source, and for the composite itself, merged
+        (a member's own sampler is not among them: the composite orders its members)."""

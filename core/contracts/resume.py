@@ -50,3 +50,9 @@ class ResumePosition:
     batches: int | None
     batch_size: int
     segments: tuple[Segment, ...] = ()
+
+
+def consumer_shape(num_consumers: int) -> dict:
+    """The shape of a flat world of `num_consumers` consumers (`dl.contracts.loader.ServesConsumers`): each reads as a
+    rank of its own, with one worker and batches of one sample, so a segment's `batches_consumed` are samples."""
+    return {"world_size": num_consumers, "num_workers": 1, "batch_size": 1}

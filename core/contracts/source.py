@@ -7,8 +7,10 @@ files. A wrapper that overrides these methods (retries, request counters, a loca
 every read.
 """
 
+import errno
 import os
 import posixpath
+import stat
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, BinaryIO
@@ -23,16 +25,23 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FileSpan:
-    """Bytes of one file an episode needs: `path` relative to the root, `[start, end)` in bytes, or the
+    """What of one file an episode needs: `path` relative to the root, `[start, end)` in bytes, or the
     whole file when both are None. `size` is the whole file's size in bytes when the caller knows it (from
     `DatasetMeta.files`; saves a remote source a request) and `share` the fraction of the file the episode's
-    samples use (v3.0 packs several episodes per file), for read-amplification figures only."""
+    samples use (v3.0 packs several episodes per file), for read-amplification figures only.
+
+    A source that reads byte ranges narrows a whole-file span by what it says of the file's content:
+    `from_timestamp` / `to_timestamp` (seconds on a video's timeline: the frames shown in that span, as
+    meta/episodes gives them) or `episode` (a data file's rows of that episode_index)."""
 
     path: str
     start: int | None = None
     end: int | None = None
     size: int | None = None
     share: float = 1.0
+    from_timestamp: float | None = None
+    to_timestamp: float | None = None
+    episode: int | None = None
 
 
 class Source:
@@ -166,6 +175,21 @@ class Source:
         """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.
         No-op here."""
 
+    def prepare(self, files: list[FileSpan]) -> int | None:
+        """The run will read these spans (every selected episode's): a source that reads byte ranges reads each
+        file's index now (an MP4's `moov`, a parquet footer), once, in the process that builds the loader
+        (the host), so DataLoader workers (by pickling) and ranks (through `DatasetMeta.to_snapshot`) get it
+        without a request. Returns the bytes the spans need from the store (None: nothing to fetch, as here)."""
+        return None
+
+    def state(self) -> dict:
+        """What this source learnt of the files (listing facts, file indexes), JSON-ready, for
+        `DatasetMeta.to_snapshot`; `restore` takes it back in another process. Nothing here."""
+        return {}
+
+    def restore(self, state: dict) -> None:
+        """Take back what `state()` returned in another process of this run. No-op here."""
+
     def settle(self) -> None:
         """Block until every file admitted so far in this process is local (a loader that needs all its files
         from the start, such as `map`, calls it after admitting them, before DataLoader workers fork). No-op
@@ -199,13 +223,49 @@ def file_facts(info: dict) -> str:
 
 
 def _walk_local(base: str, root: str) -> dict[str, int]:
-    out = {}
-    for dirpath, _, filenames in os.walk(base, followlinks=True):
-        for name in filenames:
-            full = os.path.join(dirpath, name)
+    """Files under `base`, following symbolic links: a link to a folder on the way down to it (a loop) is skipped
+    with a warning; a dangling link is not a file."""
+    out: dict[str, int] = {}
+    try:
+        start = os.stat(base)
+    except FileNotFoundError:
+        return out
+    pending = [(base, frozenset({(start.st_dev, start.st_ino)}))]
+    while pending:
+        folder, above = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
             try:
-                size = os.stat(full).st_size
-            except FileNotFoundError:  # a dangling link: not a file the dataset has
+                info = os.stat(entry.path)  # follows links
+            except OSError:  # dangling, or a loop the kernel refuses to resolve (ELOOP)
+                if entry.is_symlink() and os.path.lexists(entry.path) and _is_loop(entry.path):
+                    _warn_loop(entry.path, root, "it cannot be resolved")
                 continue
-            out[os.path.relpath(full, root).replace(os.sep, "/")] = size
+            if stat.S_ISDIR(info.st_mode):
+                if (info.st_dev, info.st_ino) in above:
+                    target = os.path.relpath(os.path.realpath(entry.path), root)
+                    _warn_loop(entry.path, root, f"it leads back to {target}/")
+                    continue
+                pending.append((entry.path, above | {(info.st_dev, info.st_ino)}))
+            else:
+                out[os.path.relpath(entry.path, root).replace(os.sep, "/")] = info.st_size
     return dict(sorted(out.items()))
+
+
+def _is_loop(path: str) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def _warn_loop(full: str, root: str, why: str) -> None:
+    from .errors import warn
+
+    rel = os.path.relpath(full, root).replace(os.sep, "/")
+    warn(f"{root}/{rel}: is a symbolic link loop ({why}); dl does not descend into it (LeRobot's loaders never reach "
+         "it).")

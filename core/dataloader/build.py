@@ -14,7 +14,7 @@ from typing import Any
 import torch.utils.data
 
 from ..contracts.errors import DlError
-from ..contracts.loader import DefersFloat, Loader, Resumable
+from ..contracts.loader import Composite, DefersFloat, Loader, Resumable
 from ..contracts.needs import DataLoaderNeeds, merge_needs, qualified_name
 from .dataloaders import DlDataLoader, ResumableDataLoader
 from .frame_buffers import FrameBufferReturns
@@ -64,10 +64,18 @@ class WorkerInit:
 
 
 def loader_needs(loader: Loader) -> DataLoaderNeeds:
-    """The merged needs of a loader, its decoder and its source."""
+    """The merged needs of a loader, its decoder and its source (a `Composite` loader merges its members')."""
+    if isinstance(loader, Composite):
+        return loader.dataloader_needs()
     return merge_needs({f"loader {type(loader).__name__}": loader.dataloader_needs(),
                         f"decoder {loader.decoder.name}": loader.decoder.dataloader_needs(),
                         f"source {loader.meta.source.name}": loader.meta.source.dataloader_needs()})
+
+
+def camera_keys(loader: Loader) -> list[str]:
+    """The camera keys of a loader's samples (video and image features): its dataset's `meta.camera_keys`, or a
+    `Composite`'s `video_keys`."""
+    return list(loader.video_keys if isinstance(loader, Composite) else loader.meta.camera_keys)
 
 
 def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int = 0, seed: int = 0,
@@ -126,7 +134,7 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
     for name in ("pin_memory", "collate_fn", "sampler"):
         if getattr(needs, name) is not None:
             kwargs[name] = getattr(needs, name)
-    cameras = list(loader.meta.video_keys)
+    cameras = camera_keys(loader)
     facts = needs.recorded()
     ours = needs.collate_fn is None and batch_size is not None
     reuse = reuse_frame_buffers and ours and bool(cameras) and not (num_workers and kwargs.get("pin_memory"))

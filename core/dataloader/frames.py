@@ -112,7 +112,7 @@ class FrameCollate:
 
 def images_to_float(batch: dict, video_keys: Iterable[str], device: "str | torch.device | None" = None,
                     non_blocking: bool = True) -> dict:
-    """A copy of `batch` with each uint8 camera frame tensor (`video_keys`, e.g. `dataset.meta.video_keys`)
+    """A copy of `batch` with each uint8 camera frame tensor (`video_keys`, e.g. `dataset.meta.camera_keys`)
     moved to `device` and converted there to float32 in [0, 1] (x / 255, as LeRobot's samples hold them).
 
     For GPU training: load with `image_dtype="uint8"` (4x fewer bytes through the DataLoader and over PCIe)

@@ -11,8 +11,11 @@ produced, and replay its order to that point without reading or decoding anythin
 
 import hashlib
 import json
+from dataclasses import replace
 
 from ..contracts.errors import ResumeError
+from ..contracts.resume import ResumePosition
+from .world import World
 
 
 def config_hash(config: dict) -> str:
@@ -53,3 +56,27 @@ def resume_point(batches_consumed: int, batch_size: int, worker_samples: list[in
         last = served[-1]
     produced = [min(t * batch_size, n) for t, n in zip(taken, worker_samples, strict=True)]
     return produced, (last + 1) % len(worker_samples)
+
+
+def resumed_worker(world: World, position: ResumePosition | None, counts: list[int]) -> tuple[World, int]:
+    """Where DataLoader worker `world.worker` of a streaming loader resumes `position` (None: the epoch's start):
+    the role it plays (a resumed DataLoader starts its round-robin at worker 0, so worker `i` continues worker
+    `(i + next) % num_workers`, `resume_point`) and the samples that role had produced, to skip.
+
+    Args:
+        world: this consumer's place.
+        position: the pending resume.
+        counts: every consumer's samples this epoch in `world`'s shape, rank-major.
+
+    Returns:
+        (the world with the worker whose stream to continue, the samples to skip).
+    """
+    if position is None:
+        return world, 0
+    mine = counts[world.rank * world.num_workers:(world.rank + 1) * world.num_workers]
+    batches = position.batches
+    if batches is None:  # this rank had finished its share
+        batches = sum(-(-n // position.batch_size) for n in mine)
+    produced, next_worker = resume_point(batches, position.batch_size, mine)
+    world = replace(world, worker=(world.worker + next_worker) % world.num_workers)
+    return world, produced[world.worker]

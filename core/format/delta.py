@@ -10,8 +10,8 @@ def delta_indices(delta_timestamps: dict[str, list[float]], fps: int, known_keys
     """Convert `{key: [offsets in s]}` to `{key: int64 offsets in frames}` (round(offset * fps)).
 
     Raises:
-        DlError: an unknown key, an empty offset list, or an offset farther than `tolerance_s` from a
-            multiple of 1/fps (LeRobot's `check_delta_timestamps`).
+        DlError: an unknown key, an empty offset list, a NaN or infinite offset, or an offset farther than
+            `tolerance_s` from a multiple of 1/fps (LeRobot's `check_delta_timestamps`).
     """
     out = {}
     for key, offsets in delta_timestamps.items():
@@ -21,6 +21,9 @@ def delta_indices(delta_timestamps: dict[str, list[float]], fps: int, known_keys
         if not offsets:
             raise DlError(f"delta_timestamps[{key!r}] is empty; give at least one offset in seconds.")
         frames = np.asarray(offsets, dtype=np.float64) * fps
+        if not np.isfinite(frames).all():
+            raise DlError(f"delta_timestamps[{key!r}] has {[o for o in offsets if not np.isfinite(o)]}: offsets are "
+                          "finite numbers of seconds, e.g. [-0.1, 0.0].")
         off = np.abs(frames - np.round(frames)) / fps
         if (off > tolerance_s).any():
             bad = [o for o, x in zip(offsets, off, strict=True) if x > tolerance_s]

@@ -2,57 +2,41 @@
 and `meta/stats.json`, read once through a Source, plus one listing of each top folder the dataset uses.
 
 Everything is read once per run: `DatasetMeta` pickles with its listing into DataLoader workers, and
-`to_snapshot()` / `from_snapshot()` carry it to other processes (benchmark runs, ranks), so neither
-lists nor re-reads anything (on the Hub or S3, every listing is a request)."""
+`write_snapshot()` / `from_snapshot()` carry it to other processes (benchmark runs, ranks) as a small JSON
+file and a memory-mapped Arrow file of the episode columns, so none lists or re-reads anything (on the Hub
+or S3, every listing is a request) and every process shares the columns' pages. Episode metadata is held as
+columns (`dl.format.episodes`): a million episodes are a few arrays, and `EpisodeMeta` objects are views
+built on demand."""
 
 import json
+import math
+import os
 import posixpath
-from dataclasses import asdict, dataclass
 from functools import cached_property
+from pathlib import Path
 
-from ..contracts.errors import DatasetFormatError, DlError, MissingFilesError, SourceFileNotFoundError, format_indices
+import numpy as np
+import pyarrow as pa
+
+from ..contracts.errors import (
+    DatasetFormatError,
+    DlError,
+    MissingFilesError,
+    SourceFileNotFoundError,
+    format_indices,
+    warn,
+)
 from ..contracts.source import FileSpan, Source
-from .checks import check_episode_meta
+from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
+from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
+from .features import camera_keys, check_features, left_out, video_info
+
+__all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
 
 SUPPORTED_VERSION = "v3.0"
 DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
-
-
-@dataclass(frozen=True)
-class VideoSpan:
-    """Where one camera's frames of one episode live: `path` (relative to the root) between
-    `from_timestamp` and `to_timestamp` (seconds, in the file's timeline)."""
-
-    path: str
-    from_timestamp: float
-    to_timestamp: float
-
-
-@dataclass(frozen=True)
-class EpisodeMeta:
-    """One episode: its `length` in frames, its global frame indices
-    [`dataset_from_index`, `dataset_to_index`), its data file and its video span per camera key."""
-
-    index: int
-    length: int
-    dataset_from_index: int
-    dataset_to_index: int
-    data_path: str
-    videos: dict[str, VideoSpan]
-    tasks: tuple[str, ...]
-
-    def files(self) -> list[str]:
-        """Every file this episode needs, relative to the root."""
-        return [self.data_path, *(v.path for v in self.videos.values())]
-
-    def to_dict(self) -> dict:
-        """Plain dict (JSON-ready); `from_dict` inverts it."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "EpisodeMeta":
-        videos = {k: VideoSpan(**v) for k, v in data["videos"].items()}
-        return cls(**{**data, "videos": videos, "tasks": tuple(data["tasks"])})
+SNAPSHOT_FILE, SNAPSHOT_EPISODES = "metadata.json", "episodes.arrow"
+"""The two files of a metadata snapshot (`DatasetMeta.write_snapshot`)."""
 
 
 class DatasetMeta:
@@ -63,9 +47,17 @@ class DatasetMeta:
         info: the parsed `meta/info.json`.
         fps: frames per second (info.json `fps`).
         features: the info.json feature table, `{key: {"dtype", "shape", ...}}`.
-        video_keys: the keys whose dtype is "video", in info.json order (the camera keys).
-        episodes: every episode by index.
+        video_keys: the cameras stored as video (dtype "video"), in info.json order, less those left out.
+        image_keys: the cameras stored as PNG/JPEG bytes in the data parquet (dtype "image").
+        camera_keys: video and image keys, in info.json order (LeRobot's `camera_keys`).
+        left_out: `{key: why}`: features dl does not serve (`dl.format.features.left_out`), each named in a
+            one-line warning when loading.
+        columns: every episode's metadata as arrays (`dl.format.episodes.EpisodeColumns`): what loaders,
+            samplers and partitions read.
+        episodes: every episode by index, a read-only mapping that builds each `EpisodeMeta` on demand.
         tasks: task strings by task_index.
+        subtasks: subtask strings by subtask_index (`meta/subtasks.parquet`, LeRobot 0.4.x annotations; {} when
+            absent): a dataset with a `subtask_index` feature gets a `subtask` string per sample, as in LeRobot.
         stats: the parsed `meta/stats.json` ({} when absent).
         files: `{relative path: size in bytes}` of every file under `meta/` and the top folders of
             `data_path` and `video_path`, listed once when loading.
@@ -74,130 +66,230 @@ class DatasetMeta:
         DatasetFormatError: not a v3.0 dataset, or metadata missing/inconsistent.
     """
 
-    def __init__(self, source: Source, info: dict, episodes: dict[int, EpisodeMeta], tasks: dict[int, str],
-                 stats: dict, files: dict[str, int]):
-        self.source, self.info, self.episodes, self.tasks, self.stats = source, info, episodes, tasks, stats
-        self.files = files
+    def __init__(self, source: Source, info: dict, columns: EpisodeColumns, tasks: dict[int, str], stats: dict,
+                 files: dict[str, int], subtasks: dict[int, str] | None = None):
+        self.source, self.info, self.columns, self.tasks, self.stats = source, info, columns, tasks, stats
+        self.episodes = EpisodeMapping(columns)
+        self.files, self.subtasks = files, subtasks or {}
         self.fps: int = info["fps"]
         self.features: dict = info["features"]
-        self.video_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") == "video"]
+        self.left_out: dict[str, str] = left_out(self.features)
+        self.video_keys: list[str] = camera_keys(self.features, "video")
+        self.image_keys: list[str] = camera_keys(self.features, "image")
+        self.camera_keys: list[str] = [k for k in self.features if k in self.video_keys or k in self.image_keys]
 
     @classmethod
     def load(cls, source: Source) -> "DatasetMeta":
         """Read and validate the metadata under `source`: info.json first, then one listing of `meta/` and
-        of each top folder the path templates use, then the episodes, tasks and stats files."""
+        of each top folder the path templates use, then the episodes, tasks and stats files (one read each)."""
         info = _read_info(source)
         files: dict[str, int] = {}
-        folders = {"meta", *(_top_folder(source, info, k) for k in ("data_path", "video_path") if k in info)}
+        folders = {"meta", *(_top_folder(source, info, k) for k in ("data_path", "video_path") if info.get(k))}
         for folder in sorted(folders):
             files.update(source.list_files(folder))
         tasks = _read_tasks(source, files)
-        episodes = _read_episodes(source, info, files)
-        check_episode_meta(source.url, info, episodes)
+        subtasks = _read_tasks(source, files, "meta/subtasks.parquet") if "meta/subtasks.parquet" in files else {}
+        columns = _read_episodes(source, info, files)
+        check_rate(source.url, info["fps"], columns)
+        check_totals(source.url, info, columns)
+        for key, why in left_out(info["features"]).items():
+            warn(f"{source.url}/meta/info.json: feature {key} is {why}; dl leaves it out of the samples.")
         stats = _read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
-        return cls(source, info, episodes, tasks, stats, dict(sorted(files.items())))
+        pa.default_memory_pool().release_unused()  # the parquet reads' buffers: DataLoader workers fork from here
+        return cls(source, info, columns, tasks, stats, dict(sorted(files.items())), subtasks)
 
     def to_snapshot(self) -> dict:
-        """Everything `load` read, JSON-ready, so another process can rebuild this object with
-        `from_snapshot` without a single request."""
+        """What `load` read besides the episode columns, JSON-ready: the url, info.json, tasks, stats.json and the
+        listing (`write_snapshot` writes it with the columns beside it)."""
         return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
-                "stats": self.stats, "files": self.files, "episodes": [e.to_dict() for e in self.episodes.values()]}
+                "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats, "files": self.files,
+                "source": self.source.state()}
+
+    def write_snapshot(self, folder: str | os.PathLike) -> str:
+        """Write everything `load` read into `folder` (created if missing): `metadata.json` (`to_snapshot()`, and
+        the absolute path of the columns' file) and `episodes.arrow` (the episode columns, memory-mappable), so
+        another process rebuilds this object with `from_snapshot` without a single request and maps the columns
+        instead of copying them. Returns the path of `metadata.json` (what crosses to runs and ranks)."""
+        folder = Path(folder).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.columns.write(str(folder / SNAPSHOT_EPISODES))
+        path = folder / SNAPSHOT_FILE
+        path.write_text(json.dumps({**self.to_snapshot(), "episodes": str(folder / SNAPSHOT_EPISODES)}))
+        return str(path)
 
     @classmethod
-    def from_snapshot(cls, source: Source, snapshot: dict) -> "DatasetMeta":
-        """Rebuild from `to_snapshot()` output, on a `source` for the same dataset.
+    def from_snapshot(cls, source: Source, snapshot: "str | os.PathLike | dict") -> "DatasetMeta":
+        """Rebuild from a `write_snapshot()`: the path of its `metadata.json`, or that file's parsed contents, on
+        a `source` for the same dataset; the episode columns are mapped from the Arrow file it names (a relative
+        name is beside `metadata.json`).
 
         Raises:
-            DlError: the snapshot was taken from another dataset root.
+            DlError: the snapshot was taken from another dataset root, or is not readable.
         """
+        where = Path(snapshot).parent if not isinstance(snapshot, dict) else Path.cwd()
+        if not isinstance(snapshot, dict):
+            try:
+                snapshot = json.loads(Path(snapshot).read_text())
+            except (OSError, ValueError) as exc:
+                raise DlError(f"cannot read the metadata snapshot {snapshot}: {exc}.") from None
         if snapshot["url"] != source.url:
             raise DlError(f"metadata snapshot of {snapshot['url']} does not belong to {source.url}.")
-        episodes = {e["index"]: EpisodeMeta.from_dict(e) for e in snapshot["episodes"]}
+        columns = EpisodeColumns.open(str(where / snapshot["episodes"]))
         tasks = {int(i): t for i, t in snapshot["tasks"]}
-        return cls(source, snapshot["info"], episodes, tasks, snapshot["stats"], snapshot["files"])
+        subtasks = {int(i): t for i, t in snapshot.get("subtasks", [])}
+        source.restore(snapshot.get("source") or {})
+        return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"], subtasks)
 
     @cached_property
     def total_frames(self) -> int:
         """Frames over all episodes."""
-        return sum(e.length for e in self.episodes.values())
+        return int(self.columns.length.sum())
+
+    @cached_property
+    def problems(self) -> dict[int, str]:
+        """`{episode index: what is wrong}` for every episode whose metadata cannot be served as is
+        (`dl.format.episode_checks.episode_problems`: index range against length, camera spans against length,
+        moved or overlapping spans); `select` refuses a selection that includes one."""
+        return episode_problems(self.fps, self.columns)
 
     def video_info(self, key: str) -> dict:
         """info.json's `info` of camera `key` (`video_info` in older writers): `video.codec`, `video.fps`...;
         {} when absent."""
-        feature = self.features[key]
-        return feature.get("info") or feature.get("video_info") or {}
+        return video_info(self.features[key])
 
     def info_codec(self, key: str) -> str | None:
         """The codec info.json claims for camera `key` (may disagree with the file: trust the stream)."""
         return self.video_info(key).get("video.codec")
 
-    def select(self, episodes: list[int] | None) -> list[EpisodeMeta]:
-        """The episodes to load, ascending. `None` selects all.
+    def select(self, episodes: list[int] | None) -> EpisodeSelection:
+        """The episodes to load, ascending, as a sequence of `EpisodeMeta` views with their fields as arrays
+        (`dl.format.episodes.EpisodeSelection`). `None` selects all: every episode info.json's `total_episodes`
+        counts.
 
         Raises:
-            DlError: an index is not an episode of this dataset.
+            DlError: an index is not an episode of this dataset, or an empty selection.
+            DatasetFormatError: `None` while meta/episodes lacks episodes info.json counts (their data would be
+                dropped silently; a partial upload: select the episodes it has), or a selected episode's metadata
+                is wrong (`problems`).
             MissingFilesError: a data or video file of a selected episode does not exist (lists them all).
         """
         if episodes is None:
-            chosen = sorted(self.episodes)
+            positions = np.arange(len(self.columns), dtype=np.int64)
+            absent = self._absent()
+            if absent:
+                raise DatasetFormatError(
+                    f"{self.source.url}: meta/info.json counts total_episodes={self.info['total_episodes']} but "
+                    f"meta/episodes has no row for episode(s) {format_indices(absent)} (it has {len(self.columns)}); "
+                    f"their data would be dropped silently. Select the episodes meta/episodes has (--episodes "
+                    f"{format_indices(self.columns.index.tolist())}), or restore meta/episodes from the dataset's "
+                    "origin (a partial download or upload?).")
         else:
-            unknown = sorted(set(episodes) - set(self.episodes))
-            if unknown:
+            wanted = list(episodes)
+            if not wanted:
+                raise DlError(f"no episodes selected from {self.source.url}: the selection is empty.")
+            positions, unknown = self.columns.positions(np.unique(np.asarray(wanted, dtype=np.int64)))
+            if len(unknown):
                 raise DlError(
-                    f"episode(s) {format_indices(unknown)} are not in {self.source.url} "
-                    f"(it has episodes {format_indices(list(self.episodes))})."
+                    f"episode(s) {format_indices(unknown.tolist())} are not in {self.source.url} "
+                    f"(it has episodes {format_indices(self.columns.index.tolist())})."
                 )
-            chosen = sorted(set(episodes))
-        selected = [self.episodes[i] for i in chosen]
+        chosen, problems = self.columns.index[positions], self.problems
+        bad = chosen[np.isin(chosen, np.fromiter(problems, dtype=np.int64, count=len(problems)))]
+        if len(bad):
+            wrong = {int(e): problems[int(e)] for e in bad}
+            good = chosen[~np.isin(chosen, list(wrong))].tolist()
+            raise DatasetFormatError(
+                f"{self.source.url}/meta/episodes describes {len(wrong)} selected episode(s) wrongly: "
+                f"{describe_problems(wrong)}. Leave them out (--episodes {format_indices(good) or '(none left)'}) or "
+                "restore meta/episodes from the dataset's origin.")
+        selected = EpisodeSelection(self.columns, positions)
         self.check_files(selected)
         return selected
 
-    def missing_files(self, episodes: list[EpisodeMeta]) -> dict[str, list[int]]:
-        """Files the given episodes need that do not exist: `{relative path: [episode indices]}`.
+    def _absent(self) -> list[int]:
+        """Episodes info.json's `total_episodes` counts that meta/episodes lacks, ascending."""
+        total = self.info.get("total_episodes")
+        if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
+            return []
+        listed = np.zeros(total, dtype=bool)
+        index = self.columns.index
+        listed[index[(index >= 0) & (index < total)]] = True
+        return np.flatnonzero(~listed).tolist()
+
+    def _selection(self, episodes) -> EpisodeSelection:
+        if isinstance(episodes, EpisodeSelection):
+            return episodes
+        positions, unknown = self.columns.positions([ep.index for ep in episodes])
+        if len(unknown):
+            raise DlError(f"episode(s) {format_indices(unknown.tolist())} are not in {self.source.url}.")
+        return EpisodeSelection(self.columns, positions)
+
+    def _needed(self, selection: EpisodeSelection) -> list[tuple[str, np.ndarray]]:
+        """(path, int64 episode indices needing it, ascending) for every file the selection needs."""
+        cols, at = self.columns, selection.positions
+        index = cols.index[at]
+        needed: list[tuple[str, np.ndarray]] = []
+        if not len(at):
+            return needed
+        for ids, paths in [(cols.data_file[at], cols.data_paths),
+                           *((cols.video_file[k][at], cols.video_paths[k]) for k in cols.video_keys)]:
+            order = np.argsort(ids, kind="stable")
+            distinct, starts = np.unique(ids[order], return_index=True)
+            for file_id, part in zip(distinct.tolist(), np.split(order, starts[1:]), strict=True):
+                needed.append((paths[file_id], np.sort(index[part])))
+        return needed
+
+    def missing_files(self, episodes) -> dict[str, list[int]]:
+        """Files the given episodes (an `EpisodeSelection`, or `EpisodeMeta`s of this dataset) need that do
+        not exist: `{relative path: [episode indices]}`.
 
         Raises:
             UnsafePathError: a path (from info.json's templates) is absolute or leaves the dataset root.
         """
-        needed: dict[str, list[int]] = {}
-        for ep in episodes:
-            for f in ep.files():
-                if f not in needed:
-                    self.source.path(f)  # refuses a path that escapes the root, before it looks "missing"
-                needed.setdefault(f, []).append(ep.index)
-        present = self._existing_files()
-        return {f: eps for f, eps in sorted(needed.items()) if f not in present}
+        missing: dict[str, list[int]] = {}
+        for path, indices in self._needed(self._selection(episodes)):
+            self.source.path(path)  # refuses a path that escapes the root, before it looks "missing"
+            if path not in self.files:
+                missing.setdefault(path, []).extend(indices.tolist())
+        return {f: sorted(set(eps)) for f, eps in sorted(missing.items())}
 
-    def check_files(self, episodes: list[EpisodeMeta]) -> None:
+    def check_files(self, episodes) -> None:
         """Raise MissingFilesError naming every missing file of `episodes`."""
         missing = self.missing_files(episodes)
         if missing:
             eps = sorted({e for v in missing.values() for e in v})
-            usable = sorted({ep.index for ep in episodes} - set(eps))
+            selected = self._selection(episodes).index
+            usable = selected[~np.isin(selected, eps)].tolist()
             raise MissingFilesError(self.source.url, list(missing), eps, usable)
 
-    def _existing_files(self) -> set[str]:
-        return set(self.files)
-
     def file_spans(self, episode: EpisodeMeta) -> list[FileSpan]:
-        """What `episode` needs, for `Source.admit`: its data file and each camera's video file, whole, with
-        their listed sizes and the episode's share of each (its frames over the frames of every episode in
-        that data file; its span over the spans of every episode in that video file)."""
+        """What `episode` needs, for `Source.prepare` / `admit`: its data file's rows (`episode`) and each
+        camera's video between its from/to timestamps, with the files' listed sizes and the episode's share of
+        each (its frames over the frames of every episode in that data file; its span over the spans of every
+        episode in that video file)."""
         spans = [FileSpan(episode.data_path, size=self.files.get(episode.data_path),
-                          share=episode.length / self._file_totals[episode.data_path])]
+                          share=episode.length / self._file_totals[episode.data_path], episode=episode.index)]
         for video in episode.videos.values():
             total = self._file_totals[video.path]
             share = (video.to_timestamp - video.from_timestamp) / total if total > 0 else 1.0
-            spans.append(FileSpan(video.path, size=self.files.get(video.path), share=share))
+            spans.append(FileSpan(video.path, size=self.files.get(video.path), share=share,
+                                  from_timestamp=video.from_timestamp, to_timestamp=video.to_timestamp))
         return spans
 
     @cached_property
     def _file_totals(self) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for ep in self.episodes.values():
-            totals[ep.data_path] = totals.get(ep.data_path, 0) + ep.length
-            for video in ep.videos.values():
-                totals[video.path] = totals.get(video.path, 0) + video.to_timestamp - video.from_timestamp
+        cols = self.columns
+        totals = _sum_by(cols.data_file, cols.length.astype(np.float64), cols.data_paths)
+        for key in cols.video_keys:
+            spans = cols.to_timestamp[key] - cols.from_timestamp[key]
+            for path, total in _sum_by(cols.video_file[key], spans, cols.video_paths[key]).items():
+                totals[path] = totals.get(path, 0.0) + total
         return totals
+
+
+def _sum_by(ids: np.ndarray, values: np.ndarray, names: list[str]) -> dict[str, float]:
+    sums = np.bincount(ids, weights=values, minlength=len(names))
+    return {name: float(total) for name, total in zip(names, sums.tolist(), strict=True)}
 
 
 def _top_folder(source: Source, info: dict, key: str) -> str:
@@ -240,14 +332,18 @@ def _read_info(source: Source) -> dict:
     for key in ("fps", "features", "data_path"):
         if key not in info:
             raise DatasetFormatError(f"{source.url}/meta/info.json has no {key!r}.")
-    if any(f.get("dtype") == "video" for f in info["features"].values()) and "video_path" not in info:
+    fps = info["fps"]
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
+        raise DatasetFormatError(f"{source.url}/meta/info.json: fps is {fps!r}; it must be a positive number of "
+                                 "frames per second (the rate the dataset was recorded at, e.g. 30).")
+    check_features(source.url, info["features"])
+    if any(f.get("dtype") == "video" for f in info["features"].values()) and not info.get("video_path"):
         raise DatasetFormatError(f"{source.url}/meta/info.json has video features but no 'video_path'.")
     return info
 
 
 def _read_parquet(source: Source, rel: str, skip_prefix: str | None = None):
     """The whole table of a small metadata parquet file (one read), leaving out columns named `skip_prefix*`."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     # copied into Arrow-owned memory: a buffer borrowed from a Python bytes object may be released by an Arrow
@@ -264,53 +360,26 @@ def _read_parquet(source: Source, rel: str, skip_prefix: str | None = None):
                                  "dataset's origin.") from None
 
 
-def _read_tasks(source: Source, files: dict[str, int]) -> dict[int, str]:
-    if "meta/tasks.parquet" not in files:
-        raise DatasetFormatError(f"{source.url} has no meta/tasks.parquet.")
-    table = _read_parquet(source, "meta/tasks.parquet")
-    # LeRobot writes the task string as the pandas index (`__index_level_0__`); accept a `task` column too
-    text_col = next((c for c in ("task", "__index_level_0__") if c in table.column_names), None)
-    if text_col is None or "task_index" not in table.column_names:
+def _read_tasks(source: Source, files: dict[str, int], rel: str = "meta/tasks.parquet") -> dict[int, str]:
+    """Task (or subtask) strings by index from `rel`: LeRobot writes the string as the pandas index
+    (`__index_level_0__`) beside a `task_index` (`subtask_index`) column; a `task` (`subtask`) column is accepted
+    too."""
+    if rel not in files:
+        raise DatasetFormatError(f"{source.url} has no {rel}.")
+    table = _read_parquet(source, rel)
+    name = posixpath.basename(rel).removesuffix("s.parquet")
+    text_col = next((c for c in (name, "__index_level_0__") if c in table.column_names), None)
+    if text_col is None or f"{name}_index" not in table.column_names:
         raise DatasetFormatError(
-            f"{source.url}/meta/tasks.parquet needs a task_index column and the task string as a 'task' "
+            f"{source.url}/{rel} needs a {name}_index column and the {name} string as a '{name}' "
             f"column or pandas index; it has {table.column_names}."
         )
-    return dict(zip(table.column("task_index").to_pylist(), table.column(text_col).to_pylist(), strict=True))
+    return dict(zip(table.column(f"{name}_index").to_pylist(), table.column(text_col).to_pylist(), strict=True))
 
 
-def _read_episodes(source: Source, info: dict, files: dict[str, int]) -> dict[int, EpisodeMeta]:
+def _read_episodes(source: Source, info: dict, files: dict[str, int]) -> EpisodeColumns:
     parts = [f for f in files if f.startswith("meta/episodes/") and f.endswith(".parquet")]
     if not parts:
         raise DatasetFormatError(f"{source.url} has no meta/episodes/**/*.parquet files.")
-    video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
-    episodes: dict[int, EpisodeMeta] = {}
-    for rel in parts:
-        for row in _read_parquet(source, rel, skip_prefix="stats/").to_pylist():
-            try:
-                ep = _episode_from_row(row, info, video_keys)
-            except KeyError as exc:
-                raise DatasetFormatError(f"{source.url}/{rel}: episode row lacks column {exc}.") from None
-            episodes[ep.index] = ep
-    return dict(sorted(episodes.items()))
-
-
-def _episode_from_row(row: dict, info: dict, video_keys: list[str]) -> EpisodeMeta:
-    data_path = info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
-    videos = {
-        key: VideoSpan(
-            info["video_path"].format(video_key=key, chunk_index=row[f"videos/{key}/chunk_index"],
-                                      file_index=row[f"videos/{key}/file_index"]),
-            float(row[f"videos/{key}/from_timestamp"]),
-            float(row[f"videos/{key}/to_timestamp"]),
-        )
-        for key in video_keys
-    }
-    return EpisodeMeta(
-        index=int(row["episode_index"]),
-        length=int(row["length"]),
-        dataset_from_index=int(row["dataset_from_index"]),
-        dataset_to_index=int(row["dataset_to_index"]),
-        data_path=data_path,
-        videos=videos,
-        tasks=tuple(row.get("tasks") or ()),
-    )
+    tables = [(rel, _read_parquet(source, rel, skip_prefix="stats/")) for rel in parts]
+    return EpisodeColumns.from_tables(source.url, info, tables)

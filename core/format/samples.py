@@ -1,10 +1,12 @@
 """Build LeRobot-compatible samples from an episode's tabular arrays and its videos.
 
-A sample is a dict: every non-video feature as a tensor in its info.json dtype (shape-[1] scalars come
-back 0-d, as `LeRobotDataset` returns them), `task` (str), and each camera key as `[C, H, W]` (float32 in
+A sample is a dict: every non-camera feature as a tensor in its info.json dtype (shape-[1] scalars come
+back 0-d, as `LeRobotDataset` returns them), `task` (str; and `subtask` where the dataset has LeRobot 0.4's
+`subtask_index` and meta/subtasks.parquet), and each camera key, video or image feature, as `[C, H, W]` (float32 in
 [0, 1], or uint8). A key in `delta_timestamps` yields `[T, ...]` and a bool `{key}_is_pad [T]`.
 
-Building is split in two so a loader can decode late: `tabular()` needs only RAM, `decode()` reads video.
+Building is split in two so a loader can decode late: `tabular()` needs only RAM, `decode()` decodes the video
+frames and the images stored in the data parquet.
 """
 
 import numpy as np
@@ -13,12 +15,19 @@ import torch
 from ..contracts.config import LoaderConfig
 from ..contracts.decoder import DecodedFrames, Decoder, FrameRequest
 from ..contracts.errors import TimestampToleranceError
+from .checks import frame_range
+from .columns import EpisodeArrays
 from .delta import delta_indices, window
 from .metadata import DatasetMeta, EpisodeMeta
-from .tabular import EpisodeArrays
+from .streams import check_file, check_streams
 
 VideoQueries = dict[str, list[float]]
-"""Per camera key, the episode-relative timestamps (s) to decode."""
+"""Per video camera key, the episode-relative timestamps (s) to decode."""
+
+
+class EncodedImages(tuple):
+    """The encoded PNG/JPEG files of one image feature of a sample (one per window offset), in the sample between
+    `SampleBuilder.tabular` and `SampleBuilder.decode`, which replaces them with their pixels."""
 
 
 class SampleBuilder:
@@ -37,11 +46,47 @@ class SampleBuilder:
     def __init__(self, meta: DatasetMeta, keys: list[str], decoder: Decoder, config: LoaderConfig):
         self.meta, self.keys, self.decoder, self.config = meta, keys, decoder, config
         self.image_dtype = config.image_dtype
-        self.deltas = delta_indices(config.delta_timestamps or {}, meta.fps, keys + meta.video_keys,
+        self.deltas = delta_indices(config.delta_timestamps or {}, meta.fps, keys + meta.camera_keys,
                                     config.tolerance_s)
+        self.subtasks = "subtask_index" in keys and bool(meta.subtasks)
+        self.sizes: dict[str, tuple[int, int]] = {}  # camera key -> (height, width) every file must have
+        self._files: dict[str, list[tuple[str, EpisodeMeta]]] = {}  # video file -> (camera, selected episode)
+        self._checked: set[str] = set()  # video files checked against the selection in this process
+        self._bounds: dict[tuple[int, str], tuple[float, float]] = {}  # (episode, camera) -> first, last frame (s)
+
+    def check_streams(self, episodes: list[EpisodeMeta]) -> None:
+        """Check the selection's video files against info.json and meta/episodes: the first episode's files now
+        (with warnings where info.json disagrees with the streams, once, in the process that opens the dataset;
+        `dl.format.streams.check_streams`), every other file the first time this process decodes from it
+        (`ensure_checked`: no file is opened only to be checked).
+
+        Raises:
+            DatasetFormatError: a span past its file's end, a frame size that differs between files.
+        """
+        self._files = {}
+        for ep in episodes:
+            for key, span in ep.videos.items():
+                self._files.setdefault(span.path, []).append((key, ep))
+        if episodes and self.meta.video_keys:
+            self.sizes = check_streams(self.meta, self.decoder, episodes[0], episodes)
+            self._checked.update(span.path for span in episodes[0].videos.values())
+
+    def ensure_checked(self, paths) -> None:
+        """Check each video file of `paths` not yet checked in this process against the selected episodes it holds
+        (`dl.format.streams.check_file`), from the decoder's facts of the file (which the `cpu` decoder keeps
+        open for the decode that follows)."""
+        for path in paths:
+            if path in self._checked or path not in self._files:
+                continue
+            facts = self.decoder.probe(self.meta.source, path)
+            held = self._files[path]
+            key = held[0][0]
+            check_file(self.meta, key, path, facts, [ep for k, ep in held if k == key], self.sizes.get(key))
+            self._checked.add(path)
 
     def tabular(self, arrays: EpisodeArrays, row: int) -> tuple[dict, VideoQueries]:
-        """The tabular part of the sample at `row` of an episode, and the timestamps its cameras need."""
+        """The tabular part of the sample at `row` of an episode (image features still encoded:
+        `EncodedImages`), and the timestamps its video cameras need."""
         length = len(arrays["index"])
         sample: dict = {}
         for key in self.keys:
@@ -53,6 +98,8 @@ class SampleBuilder:
             else:
                 sample[key] = _to_tensor(column[row])
         sample["task"] = self.meta.tasks[int(arrays["task_index"][row])]
+        if self.subtasks:
+            sample["subtask"] = self.meta.subtasks[int(arrays["subtask_index"][row])]
         queries = {}
         for key in self.meta.video_keys:
             if key in self.deltas:
@@ -61,6 +108,13 @@ class SampleBuilder:
                 queries[key] = arrays["timestamp"][rows].tolist()
             else:
                 queries[key] = [arrays["timestamp"][row].item()]
+        for key in self.meta.image_keys:
+            if key in self.deltas:
+                rows, pad = window(row, self.deltas[key], length)
+                sample[f"{key}_is_pad"] = torch.from_numpy(pad)
+                sample[key] = EncodedImages(arrays[key][rows])
+            else:
+                sample[key] = EncodedImages((arrays[key][row],))
         return sample, queries
 
     def emit_uint8(self, on: bool = True) -> None:
@@ -70,18 +124,31 @@ class SampleBuilder:
         only this copy of the builder (this process)."""
         self.image_dtype = "uint8" if on else self.config.image_dtype
 
+    def file_times(self, episode: EpisodeMeta, key: str, timestamps) -> tuple[float, ...]:
+        """Episode-relative `timestamps` (s) of camera `key` on its file's timeline (plus the span's
+        `from_timestamp`), each held within the episode's own frames: a recorded timestamp past the span's end would
+        otherwise pick another episode's frame, or none past the file's end (the gap to the query is then checked
+        against `tolerance_s` like any other)."""
+        bounds = self._bounds.get((episode.index, key))
+        if bounds is None:
+            first, last = frame_range(episode.videos[key], self.meta.fps, episode.length)
+            bounds = self._bounds[(episode.index, key)] = (first / self.meta.fps, last / self.meta.fps)
+        start = episode.videos[key].from_timestamp
+        return tuple(min(max(start + t, bounds[0]), bounds[1]) for t in timestamps)
+
     def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:
-        """Per camera key, what to ask the decoder for: the queried timestamps on the file's timeline."""
-        return {key: FrameRequest(episode.videos[key].path,
-                                  tuple(episode.videos[key].from_timestamp + t for t in timestamps))
+        """Per video camera key, what to ask the decoder for: the queried timestamps on the file's timeline, held
+        within the episode's frames (`file_times`)."""
+        return {key: FrameRequest(episode.videos[key].path, self.file_times(episode, key, timestamps))
                 for key, timestamps in queries.items()}
 
     def decode(self, episode: EpisodeMeta, sample: dict, queries: VideoQueries,
                decoded: dict[str, DecodedFrames] | None = None) -> dict:
-        """Add the camera frames to `sample` (in place; returned): every camera of the sample in one
+        """Add the camera frames to `sample` (in place; returned): every video camera of the sample in one
         `Decoder.decode` call (which may decode the cameras concurrently), or from `decoded`, frames already
-        decoded per camera key that cover the queries (the `pool` loader's chunk buffer). Each frame is the
-        decoded one nearest its query, checked against `tolerance_s`.
+        decoded per camera key that cover the queries (the `pool` loader's chunk buffer); and the image features'
+        pixels (`Decoder.decode_images`). Each video frame is the decoded one nearest its query, checked against
+        `tolerance_s`.
 
         Raises:
             TimestampToleranceError: a decoded frame is `tolerance_s` or farther from its query; the
@@ -91,26 +158,37 @@ class SampleBuilder:
         decoded = dict(decoded or {})
         missing = [key for key in requests if key not in decoded]
         if missing:
+            self.ensure_checked(requests[key].path for key in missing)
             frames = self.decoder.decode(self.meta.source, [requests[key] for key in missing])
             decoded.update(zip(missing, frames, strict=True))
         for key, request in requests.items():
-            frames = self.pick(episode, key, request, decoded[key])
-            if self.image_dtype == "float32":
-                frames = frames.float().div_(255.0)  # bitwise equal to LeRobot's frames / 255.0, 2x faster
-            sample[key] = frames if key in self.deltas else frames[0]
+            start = episode.videos[key].from_timestamp
+            frames = self.pick(episode, key, request, decoded[key], tuple(start + t for t in queries[key]))
+            sample[key] = self._served(key, frames)
+        for key in self.meta.image_keys:
+            images = self.decoder.decode_images(sample[key])
+            sample[key] = self._served(key, images[0][None] if len(images) == 1 else torch.stack(images))
         return sample
 
-    def pick(self, episode: EpisodeMeta, key: str, request: FrameRequest, decoded: DecodedFrames):
-        """The frames of `decoded` nearest each of `request.timestamps`, uint8 `[T, C, H, W]` (a view of
-        `decoded.data` when it holds exactly the queried frames in order, else a copy).
+    def _served(self, key: str, frames: torch.Tensor) -> torch.Tensor:
+        if self.image_dtype == "float32" and frames.dtype == torch.uint8:
+            frames = frames.float().div_(255.0)  # bitwise equal to LeRobot's frames / 255.0, 2x faster
+        return frames if key in self.deltas else frames[0]
+
+    def pick(self, episode: EpisodeMeta, key: str, request: FrameRequest, decoded: DecodedFrames,
+             wanted: tuple[float, ...] | None = None):
+        """The frames of `decoded` nearest each of `wanted` (the queries on the file's timeline; default
+        `request.timestamps`), uint8 `[T, C, H, W]` (a view of `decoded.data` when it holds exactly the queried
+        frames in order, else a copy).
 
         Raises:
             TimestampToleranceError: a nearest frame is `tolerance_s` or farther from its query.
         """
-        if len(request.timestamps) == 1 == len(decoded.pts_s):  # the map loader's case, without numpy (30x faster)
-            if abs(request.timestamps[0] - decoded.pts_s.item()) < self.config.tolerance_s:
+        wanted = request.timestamps if wanted is None else wanted
+        if len(wanted) == 1 == len(decoded.pts_s):  # the map loader's case, without numpy (30x faster)
+            if abs(wanted[0] - decoded.pts_s.item()) < self.config.tolerance_s:
                 return decoded.data
-        query = np.asarray(request.timestamps, dtype=np.float64)
+        query = np.asarray(wanted, dtype=np.float64)
         pts = decoded.pts_s.numpy()
         gap = np.abs(query[:, None] - pts[None, :])
         which = gap.argmin(1)

@@ -1,96 +1,96 @@
-"""Reading an episode's tabular rows from its data parquet file, and turning Arrow columns into numpy.
+"""Reading an episode's tabular rows from its data parquet file.
 
-Rows are located by the `episode_index` column of only the row groups whose statistics admit the
-episode, so a file holding many episodes is never read whole to get one of them."""
-
-import warnings
+Rows are found by the episode's global `index` range (`dataset_from_index`, `dataset_to_index`), as LeRobot finds
+them, in the file meta/episodes names or the neighbour that holds them (`dl.format.locate`). Only the row groups
+whose `index` statistics admit the range are read, and reading stops after the last wanted row, so a file holding
+many episodes is never read whole to get one of them."""
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contracts.errors import DatasetFormatError
-from .checks import check_episode_table
+from .columns import EpisodeArrays, ImageColumn, check_schema, episode_arrays, table_to_arrays  # noqa: F401
+from .locate import data_file_of, file_index, rows_in
 from .metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta
-
-EpisodeArrays = dict[str, np.ndarray]
-"""One episode's columns: `{key: array [length, *shape]}` in the feature's dtype."""
 
 
 def tabular_keys(meta: DatasetMeta) -> list[str]:
-    """The non-video feature keys a sample carries, in info.json order (always including DEFAULT_KEYS).
-    Features of dtype "image" (PNG bytes in parquet) are not supported and left out with a warning."""
-    keys = []
-    for key, feature in meta.features.items():
-        if feature.get("dtype") == "video":
-            continue
-        if feature.get("dtype") == "image":
-            warnings.warn(f"feature {key!r} has dtype 'image' (frames stored in parquet); dl leaves it out.",
-                          stacklevel=2)
-            continue
-        keys.append(key)
+    """The non-camera feature keys a sample carries, in info.json order (always including DEFAULT_KEYS); cameras
+    (`meta.camera_keys`) and the features dl leaves out (`meta.left_out`) are not among them."""
+    keys = [k for k, f in meta.features.items()
+            if f.get("dtype") not in ("video", "image") and k not in meta.left_out]
     return keys + [k for k in DEFAULT_KEYS if k not in keys]
 
 
 def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns: list[str]) -> dict[int, pa.Table]:
-    """Read the rows of several episodes that share one data file, with one pass over that file.
+    """Read the rows of several episodes meta/episodes places in one data file, with one pass over each file that
+    holds them (that file, or for an episode it misplaces, the neighbour holding its global index range:
+    `dl.format.locate`, warned once).
 
-    Only row groups whose `episode_index` statistics admit an episode are touched; their `episode_index`
-    column locates the rows, then the columns are streamed in batches and the stream stops after the last
-    wanted row, so an episode in a large row group holding many episodes costs a partial read of it.
+    Only row groups whose `index` statistics admit an episode's range are touched; their `index` and
+    `episode_index` columns locate the rows, then the columns are streamed in batches and the stream stops after
+    the last wanted row.
 
     Returns:
-        `{episode index: table}` with exactly `length` rows each, in frame order.
+        `{episode index: table}` with exactly `length` rows each, in frame order, in the order given.
 
     Raises:
         DatasetFormatError: the episodes are not all in one file, the file is not readable parquet (truncated,
-            corrupt), a column is missing, the file's rows for an episode are not `length` contiguous rows
-            starting at `dataset_from_index`, or their frame_index / timestamp are wrong
-            (`dl.format.checks.check_episode_table`).
+            corrupt), a column is missing or of the wrong kind (`dl.format.columns.check_schema`), or the rows
+            holding the episode's global index range are not `length` contiguous rows of that episode
+            (`dl.format.locate.rows_in`).
     """
     paths = {ep.data_path for ep in episodes}
     if len(paths) != 1:
         raise ValueError(f"read_episode_tables needs episodes of one file, got {sorted(paths)}")
-    path = paths.pop()
+    named = paths.pop()
+    out: dict[int, pa.Table] = {}
+    elsewhere: dict[str, list[EpisodeMeta]] = {}
+    here = _read_file(meta, named, episodes, columns, elsewhere)
+    out.update(here)
+    for path, moved in elsewhere.items():
+        out.update(_read_file(meta, path, moved, columns, None))
+    return {ep.index: out[ep.index] for ep in episodes}
+
+
+def _read_file(meta: DatasetMeta, path: str, episodes: list[EpisodeMeta], columns: list[str],
+               elsewhere: dict[str, list[EpisodeMeta]] | None) -> dict[int, pa.Table]:
+    """The episodes of `episodes` that `path` holds; the others are put in `elsewhere` by the file that holds them
+    (None: every episode must be here)."""
     where = f"{meta.source.url}/{path}"
     try:
         with meta.source.open(path) as f:
             pf = pq.ParquetFile(f)
-            missing = [c for c in columns if c not in pf.schema_arrow.names]
-            if missing:
-                raise DatasetFormatError(f"{where} lacks column(s) {', '.join(missing)} listed in info.json.")
-            groups = [g for g in range(pf.num_row_groups) if _group_may_hold(pf, g, {ep.index for ep in episodes})]
+            check_schema(where, pf.schema_arrow, meta.features, columns)
+            index = file_index(meta, path, pf)
+            mine = []
+            for ep in episodes:
+                if elsewhere is not None and ep.length and not index.may_hold(ep.dataset_from_index,
+                                                                              ep.dataset_to_index - 1):
+                    elsewhere.setdefault(data_file_of(meta, ep), []).append(ep)
+                else:
+                    mine.append(ep)
+            if not mine:
+                return {}
+            groups = sorted({g for ep in mine for g in index.groups_of(ep)})
             # no Arrow threads: the file object's buffers belong to Python (see metadata._read_parquet)
-            found = pf.read_row_groups(groups, columns=["episode_index"], use_threads=False).column(0).to_numpy()
-            spans = {ep.index: _row_span(found, ep, where) for ep in episodes}
+            located = pf.read_row_groups(groups, columns=["index", "episode_index"], use_threads=False)
+            found, owners = located.column("index").to_numpy(), located.column("episode_index").to_numpy()
+            spans = {}
+            for ep in mine:
+                span = rows_in(found, owners, ep)
+                if isinstance(span, str):
+                    raise DatasetFormatError(f"{where}: {span}. meta/episodes and the data disagree; restore them "
+                                             "from the dataset's origin, or leave the episode out.")
+                spans[ep.index] = span
             table = _read_rows(pf, groups, columns, max(end for _, end in spans.values()))
     except (pa.ArrowException, OSError, EOFError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise DatasetFormatError(f"{where} is not a readable parquet file ({exc}); it may be truncated or "
                                  "corrupt. Re-download it, or leave out the episodes it holds.") from None
-    out = {}
-    for ep in episodes:
-        part = table.slice(spans[ep.index][0], ep.length)
-        if "index" in columns and part.column("index")[0].as_py() != ep.dataset_from_index:
-            raise DatasetFormatError(
-                f"{where}: episode {ep.index} starts at index "
-                f"{part.column('index')[0].as_py()}, meta/episodes says {ep.dataset_from_index}."
-            )
-        if "frame_index" in columns and "timestamp" in columns:
-            check_episode_table(where, ep.index, meta.fps, part.column("frame_index").to_numpy(),
-                                part.column("timestamp").to_numpy())
-        out[ep.index] = part
-    return out
-
-
-def _row_span(found: np.ndarray, ep: EpisodeMeta, where: str) -> tuple[int, int]:
-    rows = np.flatnonzero(found == ep.index)
-    contiguous = bool(len(rows)) and rows[-1] - rows[0] + 1 == len(rows)
-    if len(rows) != ep.length or not contiguous:
-        raise DatasetFormatError(f"{where}: episode {ep.index} has {len(rows)} rows (contiguous: {contiguous}), "
-                                 f"meta/episodes says {ep.length}.")
-    return int(rows[0]), int(rows[-1]) + 1
+    return {ep.index: table.slice(spans[ep.index][0], ep.length) for ep in mine}
 
 
 def _read_rows(pf: pq.ParquetFile, groups: list[int], columns: list[str], end: int,
@@ -105,51 +105,10 @@ def _read_rows(pf: pq.ParquetFile, groups: list[int], columns: list[str], end: i
     return pa.Table.from_batches(batches, schema=pf.schema_arrow.select(columns) if not batches else None)
 
 
-def _group_may_hold(pf: pq.ParquetFile, group: int, episodes: set[int]) -> bool:
-    meta = pf.metadata.row_group(group)
-    leaf = next(i for i in range(meta.num_columns) if meta.column(i).path_in_schema == "episode_index")
-    stats = meta.column(leaf).statistics
-    if stats is None or not stats.has_min_max:
-        return True
-    return any(stats.min <= e <= stats.max for e in episodes)
-
-
-def episode_arrays(table: pa.Table, features: dict) -> EpisodeArrays:
-    """`table_to_arrays` with numeric columns cast to their info.json dtype (what LeRobot returns)."""
-    arrays = table_to_arrays(table)
-    for key, values in arrays.items():
-        dtype = features.get(key, {}).get("dtype")
-        if values.dtype != object and dtype in NUMERIC_DTYPES:
-            arrays[key] = values.astype(dtype, copy=False)
-    return arrays
-
-
-NUMERIC_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                  "uint64", "bool"}
-
-
-def table_to_arrays(table: pa.Table | pa.RecordBatch) -> EpisodeArrays:
-    """Columns as numpy arrays `[rows, *shape]`, zero-copy where Arrow allows (numeric, no nulls).
-
-    List columns (`list<float32>`, nested lists) become one dense array; string columns become object
-    arrays.
-
-    Raises:
-        DatasetFormatError: a list column's rows have unequal lengths.
-    """
-    return {name: _column_to_numpy(table.column(name), name) for name in table.column_names}
-
-
-def _column_to_numpy(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    n, shape = len(arr), []
-    while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type):
-        if pa.types.is_fixed_size_list(arr.type):
-            shape.append(arr.type.list_size)
-        else:
-            lengths = np.unique(arr.value_lengths().to_numpy(zero_copy_only=False))
-            if len(lengths) > 1:
-                raise DatasetFormatError(f"column {name!r} has rows of unequal length or nulls: {lengths[:5]}.")
-            shape.append(int(lengths[0]) if len(lengths) else 0)
-        arr = arr.flatten()
-    return arr.to_numpy(zero_copy_only=False).reshape(n, *shape)
+def read_episode_arrays(meta: DatasetMeta, episode: EpisodeMeta, keys: list[str]) -> EpisodeArrays:
+    """One episode's columns `keys` as arrays of their own (`episode_arrays`), not views of the batch they were
+    read in (which would keep the whole batch alive): what a loader holding a few episodes at a time keeps."""
+    where = f"{meta.source.url}/{episode.data_path} (episode {episode.index})"
+    table = read_episode_tables(meta, [episode], keys)[episode.index]
+    arrays = episode_arrays(table, meta.features, where)
+    return {k: v.copy() if isinstance(v, ImageColumn) else np.array(v) for k, v in arrays.items()}

@@ -1,128 +1,173 @@
-"""Checking every file a dataset selection needs, as `dl validate` does: the checks loaders run as they
-read (`dl.format.checks`) applied to every episode at once, plus each video opened and its last needed
-frame decoded, so a truncated or corrupt file shows before a training run meets it."""
+"""Checking every file a dataset selection needs, as `dl validate` does: every check the loaders run as they read
+(`dl.format.episode_checks`, `dl.format.checks`, `dl.format.streams`, `dl.format.columns`) applied to every selected
+episode at once, collected instead of stopping at the first, plus every video frame and stored image decoded, so a
+truncated or corrupt file, or one whose frames are not where meta/episodes says, shows before a training run meets
+it. What `dl run` would refuse or fail on for a selection, `validate` reports for it."""
 
-import warnings
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from ..contracts.decoder import Decoder
-from ..contracts.errors import DlError, describe
-from .checks import check_streams_facts
+from ..contracts.errors import DlError, describe, format_indices
+from .checks import check_rows, check_tolerance, nonfinite_counts, suggest_tolerance
+from .columns import ImageColumn
+from .findings import Finding, Validation, collected
+from .locate import data_file_of, warn_moved
 from .metadata import DatasetMeta, EpisodeMeta
-from .tabular import read_episode_tables, tabular_keys
+from .tabular import episode_arrays, read_episode_tables, tabular_keys
+from .video_validation import check_videos
+
+DECODE_MODES = ("all", "ends")
+"""`validate`'s `decode`: every frame and image ("all"), or each episode's first and last ("ends", quicker)."""
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One problem: `severity` "error" (values would be wrong or a file is unusable) or "warning" (LeRobot
-    accepts it and dl serves the right values), the `path` it concerns (relative to the root; "" for the
-    dataset), the `episodes` affected, and the `message`."""
-
-    severity: str
-    path: str
-    message: str
-    episodes: tuple[int, ...] = field(default_factory=tuple)
-
-
-def validate(meta: DatasetMeta, decoder: Decoder, episodes: list[int] | None = None,
-             progress: Callable[[int, int], None] | None = None) -> list[Finding]:
-    """Every problem of the selected episodes (default: all): missing files, unreadable or inconsistent data
-    parquet (row counts, global indices, frame_index, timestamps), videos that cannot be opened or are too
-    short for their episodes (the last needed frame is decoded), and the warnings LeRobot-accepted
-    disagreements raise (codec, frame rate, totals).
+def validate(meta: DatasetMeta, decoder: Decoder, episodes: list[int] | None = None, *, tolerance_s: float = 1e-4,
+             strict: bool = False, decode: str = "all",
+             progress: Callable[[int, int], None] | None = None) -> Validation:
+    """Every problem of the selected episodes (default: all meta/episodes has): metadata (`DatasetMeta.problems`,
+    info.json's totals against a selection of all), missing files, data parquet (readable, rows found by global
+    index, columns of the feature's kind and shape, frame_index, timestamps against fps and against `tolerance_s`,
+    task indices, NaN/inf: warnings, errors with `strict`), image features (decoded), videos (open, codec, frame
+    rate and size against info.json and each other, spans inside the file, every frame decoded with `decode="all"`,
+    else each episode's first and last, each episode's first and last frame found at its expected time), and the
+    warnings LeRobot-accepted disagreements raise.
 
     Args:
         progress: called with (files checked, files to check).
 
     Raises:
-        DlError: an episode index that is not in the dataset.
+        DlError: an episode index that is not in the dataset, or an unknown `decode`.
     """
+    if decode not in DECODE_MODES:
+        raise DlError(f"validate: decode must be one of {', '.join(DECODE_MODES)}, got {decode!r}.")
+    out = Validation()
     chosen = sorted(meta.episodes) if episodes is None else sorted(set(episodes))
     unknown = [i for i in chosen if i not in meta.episodes]
     if unknown:
-        raise DlError(f"episode(s) {unknown} are not in {meta.source.url}.")
-    selected = [meta.episodes[i] for i in chosen]
-    findings: list[Finding] = []
-    missing = meta.missing_files(selected)
-    for path, eps in missing.items():
-        findings.append(Finding("error", path, "missing (a partial download?)", tuple(eps)))
-    data = _by(selected, lambda ep: [ep.data_path])
-    videos = _by(selected, lambda ep: [(key, span.path) for key, span in ep.videos.items()])
+        raise DlError(f"episode(s) {format_indices(unknown)} are not in {meta.source.url} (it has episodes "
+                      f"{format_indices(list(meta.episodes))}).")
+    out.episodes = chosen
+    if episodes is None:
+        _check_all_selected(meta, out)
+    usable = _check_metadata(meta, chosen, out)
+    data = _by(usable, lambda ep: [ep.data_path])
+    videos = _by(usable, lambda ep: [(key, span.path) for key, span in ep.videos.items()])
     total, done = len(data) + len(videos), 0
-    keys = tabular_keys(meta)
-    warned: dict[str, list[str]] = {}  # a warning's text with its file left out -> the files it concerns
+    moved: dict[int, tuple[str, str]] = {}
+    for ep in usable:
+        try:
+            data_file_of(meta, ep, moved)
+        except DlError:
+            pass  # reported with its data file below
+    with collected(out):
+        warn_moved(meta, moved)
     for path, eps in data.items():
-        if path not in missing:
-            findings += _check_data(meta, path, eps, keys)
+        with collected(out, path):
+            _check_data(meta, decoder, path, eps, tolerance_s, strict, decode, out)
         done += 1
         if progress:
             progress(done, total)
-    for (key, path), eps in videos.items():
-        if path not in missing:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                findings += _check_video(meta, decoder, key, path, eps)
-            for w in caught:
-                warned.setdefault(str(w.message).replace(path, "{file}"), []).append(path)
-        done += 1
-        if progress:
-            progress(done, total)
-    for text, paths in warned.items():
-        paths = sorted(set(paths))
-        more = f" (the same for {len(paths) - 1} more file(s), up to {paths[-1]})" if len(paths) > 1 else ""
-        findings.append(Finding("warning", "", text.replace("{file}", paths[0]) + more))
-    return findings
-
-
-def _by(episodes: list[EpisodeMeta], files: Callable) -> dict:
-    out: dict = {}
-    for ep in episodes:
-        for f in files(ep):
-            out.setdefault(f, []).append(ep)
+    check_videos(meta, decoder, videos, decode, out, (lambda n: progress(len(data) + n, total)) if progress else None,
+                 tolerance_s)
+    if out.largest_gap is not None and out.largest_gap[0] >= tolerance_s:
+        gap, episode = out.largest_gap
+        out.findings.append(Finding("error", "", f"timestamps: the largest gap between a row's timestamp and its "
+                                                 f"camera frame is {gap:.6f} s (episode {episode}), more than "
+                                                 f"tolerance_s={tolerance_s}; --tolerance-s {suggest_tolerance(gap)} "
+                                                 "serves every checked episode, each row getting its nearest frame as "
+                                                 "in LeRobot"))
+    out.finish()
     return out
 
 
-def _check_data(meta: DatasetMeta, path: str, eps: list[EpisodeMeta], keys: list[str]) -> list[Finding]:
+def _check_all_selected(meta: DatasetMeta, out: Validation) -> None:
+    """The selection "all" needs every episode info.json counts (`DatasetMeta.select`)."""
     try:
-        read_episode_tables(meta, eps, keys)
-        return []
+        meta.select(None)
+    except DlError as exc:
+        if "total_episodes" in str(exc):
+            out.findings.append(Finding("error", "meta/info.json", f"{describe(exc)} (`dl run` without --episodes "
+                                                                    "refuses the dataset)"))
+
+
+def _check_metadata(meta: DatasetMeta, chosen: list[int], out: Validation) -> list[EpisodeMeta]:
+    """Findings for wrong episode metadata and missing files; returns the episodes whose files can be checked."""
+    for e in chosen:
+        if e in meta.problems:
+            out.findings.append(Finding("error", "meta/episodes", f"episode {e}: {meta.problems[e]}", (e,)))
+    selected = [meta.episodes[i] for i in chosen if i not in meta.problems]
+    missing = meta.missing_files(selected)
+    for path, eps in missing.items():
+        out.findings.append(Finding("error", path, "missing (a partial download?)", tuple(eps)))
+    return [ep for ep in selected if not any(f in missing for f in ep.files())]
+
+
+def _by(episodes: list[EpisodeMeta], files: Callable) -> dict:
+    found: dict = {}
+    for ep in episodes:
+        for f in files(ep):
+            found.setdefault(f, []).append(ep)
+    return found
+
+
+def _check_data(meta: DatasetMeta, decoder: Decoder, path: str, eps: list[EpisodeMeta], tolerance_s: float,
+                strict: bool, decode: str, out: Validation) -> None:
+    keys = tabular_keys(meta) + meta.image_keys
+    try:
+        tables = read_episode_tables(meta, eps, keys)
     except DlError as whole:
         if len(eps) == 1:
-            return [Finding("error", path, describe(whole), (eps[0].index,))]
-    failed: dict[str, list[int]] = {}  # narrow it down: which episodes of this file fail, and why
+            out.findings.append(Finding("error", path, describe(whole), (eps[0].index,)))
+            return
+        tables = {}
+        failed: dict[str, list[int]] = {}  # narrow it down: which episodes of this file fail, and why
+        for ep in eps:
+            try:
+                tables.update(read_episode_tables(meta, [ep], keys))
+            except DlError as exc:
+                failed.setdefault(describe(exc), []).append(ep.index)
+        out.findings += [Finding("error", path, message, tuple(indices)) for message, indices in failed.items()]
+    counts: dict[str, int] = {}
+    with_nonfinite = []
     for ep in eps:
+        if ep.index not in tables:
+            continue
+        where = f"{meta.source.url}/{path} (episode {ep.index})"
         try:
-            read_episode_tables(meta, [ep], keys)
+            arrays = episode_arrays(tables[ep.index], meta.features, where)
+            gap, _ = check_rows(meta, ep, arrays, None)
+            if ep.videos and (out.largest_gap is None or gap > out.largest_gap[0]):
+                out.largest_gap = (gap, ep.index)
+            if gap >= tolerance_s:
+                check_tolerance(f"{meta.source.url}/{path}", ep, meta.fps, arrays["timestamp"], tolerance_s)
+            _decode_images(meta, decoder, ep, arrays, decode, out)
         except DlError as exc:
-            failed.setdefault(describe(exc), []).append(ep.index)
-    return [Finding("error", path, message, tuple(indices)) for message, indices in failed.items()]
+            out.findings.append(Finding("error", path, describe(exc), (ep.index,)))
+            continue
+        for key, n in nonfinite_counts(meta.features, arrays).items():
+            counts[key] = counts.get(key, 0) + n
+            with_nonfinite.append(ep.index)
+    if counts:
+        what = ", ".join(f"{key}: {n}" for key, n in counts.items())
+        eps_nf = sorted(set(with_nonfinite))
+        text = f"NaN or inf values in episode(s) {format_indices(eps_nf)} ({what})"
+        if strict:
+            out.findings.append(Finding("error", path, f"{text}; refused with --strict", tuple(eps_nf)))
+        else:
+            out.warn(f"{meta.source.url}/{path}: {text}; served as stored, as LeRobot does (--strict refuses them)")
 
 
-def _check_video(meta: DatasetMeta, decoder: Decoder, key: str, path: str, eps: list[EpisodeMeta]) -> list[Finding]:
-    indices = tuple(ep.index for ep in eps)
-    try:
-        facts = decoder.probe(meta.source, path)
-    except DlError as exc:
-        return [Finding("error", path, f"{describe(exc)}{_first_bytes(meta, path)}", indices)]
-    findings = []
-    for ep in eps:
-        try:
-            check_streams_facts(meta, key, ep, path, facts)
-        except DlError as exc:
-            findings.append(Finding("error", path, describe(exc), (ep.index,)))
-    last = max(ep.videos[key].from_timestamp + (ep.length - 1) / meta.fps for ep in eps)
-    try:
-        decoder.frames_at(meta.source, path, [last])
-    except DlError as exc:
-        findings.append(Finding("error", path, f"its last needed frame ({last:.3f} s) does not decode: "
-                                               f"{describe(exc)}", indices))
-    return findings
-
-
-def _first_bytes(meta: DatasetMeta, path: str) -> str:
-    try:
-        head = meta.source.read_bytes(path, 0, 16)
-    except (DlError, OSError):
-        return ""
-    return f" (its first bytes are {head!r}; an mp4 starts with a box such as b'....ftyp')"
+def _decode_images(meta: DatasetMeta, decoder: Decoder, ep: EpisodeMeta, arrays: dict, decode: str,
+                   out: Validation) -> None:
+    """Decode the episode's stored images (all, or the first and last): a corrupt image raises there."""
+    for key in meta.image_keys:
+        column: ImageColumn = arrays[key]
+        rows = range(len(column)) if decode == "all" else sorted({0, len(column) - 1})
+        t0 = time.perf_counter()
+        for row in rows:
+            try:
+                decoder.decode_images([column[row]])
+            except DlError as exc:
+                raise DlError(f"image feature {key}, row {row}: {describe(exc)}") from None
+        out.decode_s += time.perf_counter() - t0
+        out.images_decoded += len(rows)

@@ -41,9 +41,10 @@ def open_source(root: str, source: str = "local", options: dict | None = None,
 
 
 def open_dataset(root: str, source: str = "local", options: dict | None = None, *,
-                 snapshot: dict | None = None, registry: Registry | None = None) -> DatasetMeta:
-    """Source -> metadata: build the source and read the dataset's metadata through it (or rebuild it from a
-    `DatasetMeta.to_snapshot()` taken earlier in this run, without reading anything).
+                 snapshot: str | dict | None = None, registry: Registry | None = None) -> DatasetMeta:
+    """Source -> metadata: build the source and read the dataset's metadata through it (or rebuild it from the
+    `metadata.json` of a `DatasetMeta.write_snapshot()` taken earlier in this run, its path or its contents,
+    without reading anything).
 
     Raises:
         PluginError, DlError: as `open_source`. DatasetFormatError: not a LeRobot v3.0 dataset.

@@ -2,9 +2,9 @@
 never changes another's options. Today: how many video files the decoder keeps open, against how many the
 loader reads in turn (`dl.contracts.loader.OpensFiles`)."""
 
-import warnings
 
 from ..contracts.decoder import Decoder
+from ..contracts.errors import warn
 from ..contracts.loader import OpensFiles
 
 MAX_OPEN_FILES = 256
@@ -28,9 +28,9 @@ def reconcile_open_files(loader_name: str, loader, decoder: Decoder) -> dict:
     if wanted <= have:
         return {"capacity": have, "capacity_from": f"decoder {decoder.name}; {reads}"}
     if decoder.cache_size_chosen:
-        warnings.warn(f"{reads}, but decoder {decoder.name} keeps {have} open (its cache_size, as given): files past "
-                      f"{have} are reopened as the loader comes back to them. Raise --decoder-option "
-                      f"cache_size={min(wanted, MAX_OPEN_FILES)} (or leave it unset) to keep them open.", stacklevel=3)
+        warn(f"{reads}, but decoder {decoder.name} keeps {have} open (its cache_size, as given): files past "
+             f"{have} are reopened as the loader comes back to them. Raise --decoder-option "
+             f"cache_size={min(wanted, MAX_OPEN_FILES)} (or leave it unset) to keep them open.")
         return {"capacity": have, "capacity_from": f"decoder {decoder.name}'s cache_size as given; {reads}"}
     size = min(wanted, MAX_OPEN_FILES)
     decoder.cache.resize(size)

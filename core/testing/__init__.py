@@ -5,6 +5,7 @@
 - `source_suite`, `loader_suite`, `decoder_suite`: conformance suites, pytest classes to subclass in
   a plugin's own tests (see docs/plugins.md, "Conformance suites"); they need pytest and hypothesis
   (`pip install dl[testing]`).
+- `renamed`: a copy of a dataset with its features renamed, as another robot names them (mixtures' members).
 - `s3_server`, `hub_server`, `fault_proxy`: real protocol peers on loopback for remote sources: moto's
   S3 server, a server of the Hub API endpoints huggingface_hub reads a dataset repo with, and a TCP proxy
   adding latency, a bandwidth cap, resets, 429s and 503s; `serve`: `python -m dl.testing.serve DATASET`.

@@ -1,6 +1,7 @@
 """A TCP proxy on loopback that puts a slow, unreliable network between a client and a server: added
 latency per request, a bandwidth cap shared by every connection, and, on a deterministic schedule,
-connections reset in the middle of a response body and requests answered 429 (with `Retry-After`) or 503.
+connections reset in the middle of a response body and requests answered 429 (with `Retry-After`) or 503;
+optionally at most so many faults per distinct request, so a client that retries enough always gets through.
 
 It speaks just enough HTTP/1.1 to see request boundaries (a client's bytes after the server has answered
 start a new request: no pipelining, as HTTP clients do) and to answer a request itself.
@@ -31,6 +32,10 @@ class Faults:
             of it (headers included) reached the client (0: never).
         reset_after_bytes: see `reset_every`.
         limit: stop injecting after this many faults (None: never stop).
+        per_request: fail each distinct request (method, target and `Range` header) at most this many times;
+            its later tries go through (None: no bound). With concurrent clients the schedule by arrival order
+            can hit one request's every retry; this bound makes a client retrying more than `per_request` times
+            per request always succeed, whatever the interleaving.
     """
 
     throttle_every: int = 0
@@ -38,6 +43,7 @@ class Faults:
     reset_every: int = 0
     reset_after_bytes: int = 2048
     limit: int | None = None
+    per_request: int | None = None
 
     def pick(self, n: int) -> str | None:
         for kind, every in (("429", self.throttle_every), ("503", self.unavailable_every),
@@ -67,6 +73,7 @@ class FaultProxy:
         self.target = (url.hostname, url.port)
         self.latency_s, self.bandwidth_bps, self.faults = latency_s, bandwidth_bps, faults or Faults()
         self.injected: Counter = Counter()
+        self._failed: Counter = Counter()  # faults injected per distinct request
         self.requests = 0
         self._lock = threading.Lock()
         self._next_free = 0.0
@@ -112,12 +119,18 @@ class FaultProxy:
         threading.Thread(target=self._downstream, args=(conn,), daemon=True).start()
         self._upstream(conn)
 
-    def _next_fault(self) -> str | None:
+    def _next_fault(self, request: bytes) -> str | None:
+        """The fault for the next request, whose first bytes are `request` (None: forward it)."""
         with self._lock:
             self.requests += 1
             kind = self.faults.pick(self.requests)
             if kind is None or (self.faults.limit is not None and sum(self.injected.values()) >= self.faults.limit):
                 return None
+            if self.faults.per_request is not None:
+                which = _request_identity(request)
+                if self._failed[which] >= self.faults.per_request:
+                    return None
+                self._failed[which] += 1
             self.injected[kind] += 1
             return kind
 
@@ -130,7 +143,7 @@ class FaultProxy:
                     break
                 if conn.new_request:
                     conn.new_request = False
-                    fault = self._next_fault()
+                    fault = self._next_fault(data)
                     if fault in ("429", "503"):
                         conn.answer(fault, head=data.startswith(b"HEAD "))
                         return
@@ -174,6 +187,13 @@ class FaultProxy:
             self._next_free = start + n * 8 / self.bandwidth_bps
             wait = self._next_free - now
         time.sleep(wait)
+
+
+def _request_identity(request: bytes) -> bytes:
+    """What makes a request the same request again (a retry): its request line and `Range` header."""
+    lines = request.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    ranges = [line.split(b":", 1)[1].strip() for line in lines[1:] if line.lower().startswith(b"range:")]
+    return b" ".join([lines[0], *ranges])
 
 
 class _Connection:

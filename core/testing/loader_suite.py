@@ -15,7 +15,13 @@ What it checks, on generated datasets (`dl.testing.synthetic`), through `dl.make
   merged with `dl.dataloader.elastic.merge_states`, resumed by W' ranks x N' workers (batch size B'): the frames not
   yet emitted come exactly once, the same ones for the same seed, and the next epoch is whole;
 - values equal to the `map` loader's at the same global index, windows and `{key}_is_pad` included;
-- the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn).
+- every dataset LeRobot's own tools write that dl reads (`dl.testing.real_cases.REAL_CASES`: the v2.1 -> v3.0
+  converter's mislabelled data files, recorded timestamps, stale info.json totals, PNG and JPEG image features, a
+  mixed image + video dataset, a depth camera, annotation columns): each frame served exactly once per epoch with
+  LeRobot's values (camera frames read back by their index codes), with and without windows, 0 and 2 workers;
+- the same frames when the DataLoader spawns its workers (the loader pickles; NVDEC decoders need spawn);
+- thousands of tiny episodes (`MANY`): every frame once over 2 ranks x 2 workers and an exact resume, in
+  seconds (start-up and per-epoch work must not be per-episode Python objects copied into every worker).
 Cut points and world shapes are drawn by hypothesis, derandomized so a run is repeatable.
 """
 
@@ -30,6 +36,7 @@ from hypothesis import strategies as st
 import dl
 from dl.contracts.loader import Resumable
 from dl.dataloader.elastic import merge_states
+from dl.testing.real_cases import REAL_CASES, check_batch, every_index, windows
 from dl.testing.synthetic import SyntheticConfig, camera_key, write_synthetic_dataset
 
 TABULAR = SyntheticConfig(episodes=7, frames_per_episode=(5, 15), cameras=0, episodes_per_file=3, row_group_size=8)
@@ -38,6 +45,13 @@ VIDEO = SyntheticConfig(episodes=4, frames_per_episode=(12, 20), cameras=2, code
 """Two H.264 cameras, for value checks against `map`."""
 ORDER_VIDEO = dataclasses.replace(TABULAR, cameras=1, width=64, height=64, codec="h264", gop=4)
 """`TABULAR` with one small H.264 camera (12 KB frames), for loaders whose order depends on their videos."""
+
+_GENERATED: dict[SyntheticConfig, object] = {}
+"""The `REAL_CASES` datasets generated in this process, shared by every suite subclass."""
+MANY = SyntheticConfig(episodes=2000, frames_per_episode=(1, 3), cameras=0, episodes_per_file=700,
+                       row_group_size=512, tasks=3)
+"""Two thousand one-to-three-frame episodes in 3 files, no video: the shape of the Hub's largest datasets' metadata,
+small enough to run in seconds."""
 
 SUITE_SETTINGS = settings(max_examples=8, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
@@ -57,6 +71,7 @@ class LoaderSuite:
             `{"episode_pool_size": st.integers(1, 4)}` (over `loader_options`).
         order_dataset: the dataset of the coverage, order and resume tests (default `TABULAR`: no video, fast);
             a loader whose order depends on its videos (the `pool` loader's decode chunks) gives `ORDER_VIDEO`.
+        extra_keys: keys the loader's samples hold beyond the `map` loader's (a mixture's `dataset_index`).
     """
 
     loader: str = ""
@@ -64,6 +79,7 @@ class LoaderSuite:
     batch_size: int = 3
     elastic_options: dict = {}
     order_dataset: SyntheticConfig = TABULAR
+    extra_keys: frozenset = frozenset()
 
     # ------------------------------------------------------------------------------------ fixtures
     @pytest.fixture(scope="class")
@@ -73,8 +89,26 @@ class LoaderSuite:
 
     @pytest.fixture(scope="class")
     @classmethod
+    def many_root(cls, tmp_path_factory):
+        return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "many", MANY)
+
+    @pytest.fixture(scope="class")
+    @classmethod
     def video_root(cls, tmp_path_factory):
         return write_synthetic_dataset(tmp_path_factory.mktemp("loader-suite") / "video", VIDEO)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def real_roots(cls, tmp_path_factory):
+        """`{case name: root}` of every `REAL_CASES` dataset, generated on first use in this process."""
+
+        def root(name: str):
+            config = REAL_CASES[name].config
+            if config not in _GENERATED:
+                _GENERATED[config] = write_synthetic_dataset(tmp_path_factory.mktemp("real") / name, config)
+            return _GENERATED[config]
+
+        return root
 
     @pytest.fixture(autouse=True)
     def _private_cache(self, tmp_path, monkeypatch):
@@ -217,7 +251,7 @@ class LoaderSuite:
         checked = 0
         for sample in dataset:
             expected = reference[reference.position_of(int(sample["index"]))]
-            assert set(sample) == set(expected), f"keys differ at index {int(sample['index'])}"
+            assert set(sample) - self.extra_keys == set(expected), f"keys differ at index {int(sample['index'])}"
             for key, value in expected.items():
                 if isinstance(value, torch.Tensor):
                     assert torch.equal(sample[key], value), f"{key} differs at index {int(sample['index'])}"
@@ -225,6 +259,47 @@ class LoaderSuite:
                     assert sample[key] == value, f"{key} differs at index {int(sample['index'])}"
             checked += 1
         assert checked == len(self.every_index(dataset))
+
+    # ------------------------------------------------------------------------------------ real datasets
+    @pytest.mark.parametrize("windowed", [False, True], ids=["single", "windows"])
+    @pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+    @pytest.mark.parametrize("case", sorted(REAL_CASES))
+    def test_real_dataset_cases(self, real_roots, case, num_workers, windowed):
+        """Each frame of a dataset written as LeRobot's tools write it, once, with LeRobot's values (uint8 frames
+        without windows, float32 with, so both conversions are checked)."""
+        import warnings
+
+        real = REAL_CASES[case]
+        delta = windows(real.config) if windowed else None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the cases' one-line notices (tested by dl's own tests)
+            dataset = self.make(real_roots(case), seed=2, delta_timestamps=delta,
+                                image_dtype="float32" if windowed else "uint8", **real.options)
+            batches = self.dataloader(dataset, num_workers)
+            seen = [i for batch in batches for i in check_batch(real.config, batch, delta)]
+        assert Counter(seen) == Counter(every_index(real.config, real.options)), "not every frame exactly once"
+
+    # ------------------------------------------------------------------------------------ scale
+    def test_many_tiny_episodes(self, many_root):
+        """Every frame of thousands of episodes once over 2 ranks x 2 workers; a cut epoch resumes exactly."""
+        batch = {"batch_size": 64}
+        seen = []
+        for rank in range(2):
+            dataset = self.make(many_root, seed=4, rank=rank, world_size=2)
+            assert len(dataset.episodes) == MANY.episodes
+            seen += [i for b in self.indices(self.dataloader(dataset, 2, **batch)) for i in b]
+        assert Counter(seen) == Counter(self.every_index(dataset)), "not every frame exactly once"
+        dataset = self.make(many_root, seed=4)
+        if not isinstance(dataset, Resumable):
+            return
+        expected = self.indices(self.dataloader(dataset, 2, **batch))
+        interrupted = self.dataloader(self.make(many_root, seed=4), 2, **batch)
+        got = self.indices(itertools.islice(interrupted, len(expected) // 2))
+        state = interrupted.state_dict()
+        del interrupted
+        resumed = self.dataloader(self.make(many_root, seed=4), 2, **batch)
+        resumed.load_state_dict(state)
+        assert got + self.indices(resumed) == expected
 
     def test_spawned_workers(self, tabular_root):
         dataset = self.make(tabular_root, seed=1)

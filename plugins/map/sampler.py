@@ -33,9 +33,9 @@ class EpochSampler(torch.utils.data.Sampler):
         self.epoch, self.position = 0, None
 
     def order(self, epoch: int, segments: tuple[Segment, ...] = ()) -> np.ndarray:
-        """int64 positions of this rank's share of `epoch` (after the ended `segments`), in delivery
-        order."""
-        left = epoch_rng(self.seed, epoch, SHUFFLE).permutation(self.length)
+        """Positions (int32, or int64 past 2**31 frames) of this rank's share of `epoch` (after the ended
+        `segments`), in delivery order."""
+        left = _permutation(epoch_rng(self.seed, epoch, SHUFFLE), self.length)
         for segment in segments:
             left = left[~_consumed_mask(len(left), segment)]
         return left[self.rank::self.world_size]
@@ -44,10 +44,10 @@ class EpochSampler(torch.utils.data.Sampler):
         epoch, position = self.epoch, self.position
         self.epoch, self.position = epoch + 1, None
         if position is None:
-            return iter(self.order(epoch).tolist())
+            return _ints(self.order(epoch))
         share = self.order(epoch, position.segments)
         skip = len(share) if position.batches is None else position.batches * position.batch_size
-        return iter(share[skip:].tolist())
+        return _ints(share[skip:])
 
     def __len__(self) -> int:
         """Positions the next `iter()` yields: this rank's share of the epoch, less what a pending resume
@@ -60,6 +60,18 @@ class EpochSampler(torch.utils.data.Sampler):
         share = len(range(self.rank, left, self.world_size))
         batches = self.position.batches
         return 0 if batches is None else max(share - batches * self.position.batch_size, 0)
+
+
+def _permutation(rng: np.random.Generator, length: int) -> np.ndarray:
+    """`rng.permutation(length)` (the same order), as int32 when the positions fit: half the memory on
+    datasets of tens of millions of frames."""
+    return rng.permutation(np.arange(length, dtype=np.int32 if length < 2**31 else np.int64))
+
+
+def _ints(positions: np.ndarray, chunk: int = 1 << 16):
+    """The positions as Python ints, converted a chunk at a time (never a list of every frame)."""
+    for start in range(0, len(positions), chunk):
+        yield from positions[start:start + chunk].tolist()
 
 
 def _consumed(length: int, segment: Segment) -> int:

@@ -114,14 +114,16 @@ class ChunkPool:
                              f"{chunk_frames}, {open_chunks}")
         self.on_admit, self.chunk, self.admitted = None, None, 0
         self.rng, self.chunk_frames, self.open_chunks = rng, chunk_frames, open_chunks
-        self._waiting = list(rng.permutation(len(episodes)))  # admission order: uniform without replacement
+        self._waiting = rng.permutation(len(episodes))  # admission order (from the end): uniform without replacement
+        self._unadmitted = len(episodes)
         self._episodes, self._lengths, self._row_sets = np.asarray(episodes), np.asarray(lengths), rows
         self._open: list[_Open] = [self._admit() for _ in range(min(pool_size, len(episodes)))]
         self._active: list[_Open] = []  # the open episodes with an open chunk, in activation order
         self._activate()
 
     def _admit(self) -> _Open:
-        e = int(self._waiting.pop())
+        self._unadmitted -= 1
+        e = int(self._waiting[self._unadmitted])
         rows = np.arange(int(self._lengths[e])) if self._row_sets is None else np.sort(self._row_sets[e])
         cuts = np.flatnonzero(np.diff(rows // self.chunk_frames)) + 1
         chunks = [(int(part[0] // self.chunk_frames), part) for part in np.split(rows, cuts) if len(part)]
@@ -162,7 +164,7 @@ class ChunkPool:
             self._active.remove(owner)
         if last:
             where = self._open.index(owner)
-            if self._waiting:
+            if self._unadmitted:
                 self._open[where] = self._admit()
             else:
                 del self._open[where]

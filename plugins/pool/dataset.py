@@ -2,30 +2,28 @@
 decode of open chunks under a byte budget, exact and elastic resume and rank/worker splitting."""
 
 import time
-import warnings
-from dataclasses import replace
 
 import numpy as np
 import torch.utils.data
 
 from dl.contracts.config import LoaderConfig
 from dl.contracts.decoder import Decoder
-from dl.contracts.errors import DlError
+from dl.contracts.errors import DlError, warn
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.resume import ResumePosition
 from dl.contracts.units import format_bytes, parse_bytes
-from dl.dataloader.resume import config_hash, resume_point
+from dl.dataloader.resume import config_hash, resumed_worker
 from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
-from dl.format.checks import check_streams
-from dl.format.metadata import DatasetMeta
+from dl.format.checks import check_rows, report_nonfinite
+from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.samples import SampleBuilder
-from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, tabular_keys
+from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
-from .partition import partition_episodes
+from .partition import DEALING, partition_episodes
 from .segments import SegmentPlan, current_plan
 
 MAX_AUTO_CHUNK_FRAMES = 16
@@ -57,8 +55,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
     DataLoader and non-persistent workers call `set_epoch(e)`, or use `dl.ResumableDataLoader`, which also
     saves and restores the position (`dl.dataloader.resume`).
 
-    The source hears of each episode as the pool admits it (`Source.admit`, with its data and video files)
-    and when it leaves (`Source.release`), so a remote source can fetch ahead.
+    The source learns every selected episode's spans up front (`Source.prepare`, in the process that builds
+    the loader: a remote source indexes the files there, once), hears of each episode as the pool admits it
+    (`Source.admit`, with its data rows and video time spans) and when it leaves (`Source.release`), so a
+    remote source fetches ahead only the byte ranges the episode needs.
 
     Args:
         meta, decoder, config: as every loader (`dl.contracts.loader.Loader`).
@@ -97,14 +97,17 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.pool_size, self.drop_last = episode_pool_size, bool(drop_last)
         self.meta, self.decoder, self.config = meta, decoder, config
         self.episodes = meta.select(config.episodes)
-        if not self.episodes:
+        if not len(self.episodes):
             raise DlError(f"no episodes selected from {meta.source.url}.")
         ranks = resolve_ranks(config.rank, config.world_size)
         self.rank, self.world_size = ranks.rank, ranks.world_size
-        self.lengths = np.array([ep.length for ep in self.episodes], dtype=np.int64)
+        self.lengths = self.episodes.lengths
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
-        check_streams(meta, decoder, self.episodes[0])
+        self.builder.check_streams(self.episodes)
+        self._nonfinite_seen = False  # NaN/inf warned about in this process
+        if not meta.source.is_local:  # a remote source indexes the files and plans the byte ranges, on the host
+            meta.source.prepare([span for ep in self.episodes for span in meta.file_spans(ep)])
         self.order = self._order(decode_chunk_frames)
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",
                                         "frames_decoded", "decode_buffer_bytes_peak"))
@@ -122,10 +125,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
             chunk_frames = int(min(MAX_AUTO_CHUNK_FRAMES, max(fitting, 1)))
         per_chunk = chunk_bytes(self.meta, chunk_frames, self.builder.deltas)
         if self.decode_budget < per_chunk:
-            warnings.warn(f"pool loader: decode_budget {format_bytes(self.decode_budget)}B holds no chunk of "
-                          f"{chunk_frames} frames ({format_bytes(per_chunk)}B with {len(self.meta.video_keys)} "
-                          "camera(s) and their window offsets); decoding each sample on its own. Raise decode_budget "
-                          "or lower decode_chunk_frames to decode in order.", stacklevel=3)
+            warn(f"pool loader: decode_budget {format_bytes(self.decode_budget)}B holds no chunk of "
+                 f"{chunk_frames} frames ({format_bytes(per_chunk)}B with {len(self.meta.video_keys)} "
+                 "camera(s) and their window offsets); decoding each sample on its own. Raise decode_budget "
+                 "or lower decode_chunk_frames to decode in order.")
             return PoolOrder(self.pool_size)
         return PoolOrder(self.pool_size, chunk_frames, self.decode_budget // per_chunk)
 
@@ -147,9 +150,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.epoch, self._resume = epoch, None
 
     def resume_invariants(self, batch_size: int, num_workers: int) -> dict:
-        """What a resume must not change: the episodes, pool size, seed and drop_last, and with chunks the chunk
-        length and the number of open chunks (the decode budget counts only through it)."""
-        invariants = {"episodes": config_hash([ep.index for ep in self.episodes]),
+        """What a resume must not change: the episodes, how they are dealt (`partition.DEALING`), pool size, seed
+        and drop_last, and with chunks the chunk length and the number of open chunks (the decode budget counts
+        only through it)."""
+        invariants = {"episodes": config_hash(self.episodes.index.tolist()), "dealing": DEALING,
                       "episode_pool_size": self.pool_size, "seed": self.config.seed, "drop_last": self.drop_last}
         if self.order.open_chunks:
             invariants.update(decode_chunk_frames=self.order.chunk_frames, decode_open_chunks=self.order.open_chunks)
@@ -188,14 +192,14 @@ class PoolDataset(torch.utils.data.IterableDataset):
 
     def _warn_uneven(self, world: World, parts: list[np.ndarray], counts: list[int]) -> None:
         if len(parts[world.consumer]) == 0:
-            warnings.warn(f"pool loader: rank {world.rank} worker {world.worker} owns no episodes this epoch: "
-                          f"{len(self.episodes)} episodes for {world.num_consumers} consumers (world_size "
-                          f"{world.world_size} x {world.num_workers} workers). Use fewer workers.", stacklevel=3)
+            warn(f"pool loader: rank {world.rank} worker {world.worker} owns no episodes this epoch: "
+                 f"{len(self.episodes)} episodes for {world.num_consumers} consumers (world_size "
+                 f"{world.world_size} x {world.num_workers} workers). Use fewer workers.")
         per_rank = [sum(counts[r * world.num_workers:(r + 1) * world.num_workers]) for r in range(world.world_size)]
         if world.consumer == 0 and len(set(per_rank)) > 1:
-            warnings.warn(f"pool loader: ranks get {min(per_rank)} to {max(per_rank)} samples this epoch; ranks "
-                          "that finish early stop first (DDP may then wait on them). Pass drop_last=True to "
-                          "truncate every consumer to the smallest count.", stacklevel=3)
+            warn(f"pool loader: ranks get {min(per_rank)} to {max(per_rank)} samples this epoch; ranks "
+                 "that finish early stop first (DDP may then wait on them). Pass drop_last=True to "
+                 "truncate every consumer to the smallest count.")
 
     # ----------------------------------------------------------------------------------------- iteration
     def __iter__(self):
@@ -204,17 +208,27 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.epoch, self._resume = epoch + 1, None  # iter() advances the epoch in the iterating process
         t0 = time.perf_counter()
         plan = self.segment_plan(world, epoch, position)
-        skip = 0
-        if position is not None:
-            mine = plan.counts[world.rank * world.num_workers:(world.rank + 1) * world.num_workers]
-            batches = position.batches
-            if batches is None:  # this rank had finished its share
-                batches = sum(-(-n // position.batch_size) for n in mine)
-            produced, next_worker = resume_point(batches, position.batch_size, mine)
-            world = replace(world, worker=(world.worker + next_worker) % world.num_workers)
-            skip = produced[world.worker]
+        world, skip = resumed_worker(world, position, plan.counts)
         self._warn_uneven(world, plan.episodes, plan.counts)
         return self._stream(world, epoch, plan, skip, time.perf_counter() - t0)
+
+    # ----------------------------------------------------------------------------------------- ServesConsumers
+    def _flat_plan(self, epoch: int, num_consumers: int, segments) -> SegmentPlan:
+        """The plan of a flat world (`dl.contracts.loader.ServesConsumers`): every consumer a rank of its own."""
+        position = ResumePosition(epoch, 0, 1, tuple(segments)) if segments else None
+        return self.segment_plan(World(0, num_consumers), epoch, position)
+
+    def consumer_counts(self, epoch: int, num_consumers: int, segments=()) -> list[int]:
+        """Samples each consumer of a flat world streams in `epoch` after `segments` (from the partition alone)."""
+        return list(self._flat_plan(epoch, num_consumers, segments).counts)
+
+    def consumer_stream(self, epoch: int, consumer: int, num_consumers: int, segments=(), skip: int = 0):
+        """One consumer's stream of `epoch`, as a rank of its own in any process, its first `skip` samples
+        fast-forwarded in the pool's order (no reads, no decode)."""
+        t0 = time.perf_counter()
+        plan = self._flat_plan(epoch, num_consumers, segments)
+        skip = min(skip, plan.counts[consumer])
+        return self._stream(World(consumer, num_consumers), epoch, plan, skip, time.perf_counter() - t0)
 
     def _stream(self, world: World, epoch: int, plan: SegmentPlan, skip: int, replay_s: float):
         pool = plan.pool(world.consumer, self.lengths, self.order, self.config.seed, epoch)
@@ -228,16 +242,17 @@ class PoolDataset(torch.utils.data.IterableDataset):
             self._admit(e)
         pool.on_admit = self._admit
         buffer = DecodeBuffer(self.builder, self.counters) if isinstance(pool, ChunkPool) else None
-        rows: dict[int, EpisodeArrays] = {}
+        rows: dict[int, tuple[EpisodeMeta, EpisodeArrays]] = {}
         try:
             for _ in range(count - skip):
                 e, row, last = next(pool)
-                arrays = rows.get(e)
-                if arrays is None:  # first frame of an admitted episode: read its rows now
-                    arrays = rows[e] = self._read(e)
+                held = rows.get(e)
+                if held is None:  # first frame of an admitted episode: read its rows now
+                    held = rows[e] = self._read(e)
                     self.counters.add("episodes_admitted")
-                    self.counters.set_max("pool_bytes_peak", sum(a.nbytes for x in rows.values() for a in x.values()))
-                episode = self.episodes[e]
+                    self.counters.set_max("pool_bytes_peak",
+                                          sum(a.nbytes for _, x in rows.values() for a in x.values()))
+                episode, arrays = held
                 sample, queries = self.builder.tabular(arrays, row)
                 decoded = None
                 if buffer is not None:  # the frames come from the chunk's decoded run(s)
@@ -253,17 +268,23 @@ class PoolDataset(torch.utils.data.IterableDataset):
         finally:
             pool.on_admit = None
             for e in pool.open_episodes():
-                self.meta.source.release(self.episodes[e].index)
+                self.meta.source.release(int(self.episodes.index[e]))
 
     def _admit(self, e: int) -> None:
         ep = self.episodes[e]
         self.meta.source.admit(ep.index, self.meta.file_spans(ep))
 
-    def _read(self, e: int) -> EpisodeArrays:
+    def _read(self, e: int) -> tuple[EpisodeMeta, EpisodeArrays]:
+        """Episode `e` (a view) and its rows, checked as they are read (`dl.format.checks.check_rows`); NaN/inf values
+        are warned about for the first such episode in this process (`dl validate` counts them all), or refused
+        (strict)."""
         ep = self.episodes[e]
-        arrays = episode_arrays(read_episode_tables(self.meta, [ep], self.keys)[ep.index], self.meta.features)
-        # own copies: zero-copy views would keep the whole Arrow batch they were read in alive
-        return {key: np.array(values) for key, values in arrays.items()}
+        arrays = read_episode_arrays(self.meta, ep, self.keys + self.meta.image_keys)
+        _, nonfinite = check_rows(self.meta, ep, arrays, self.config.tolerance_s)
+        if nonfinite and (self.config.strict or not self._nonfinite_seen):
+            self._nonfinite_seen = True
+            report_nonfinite(f"{self.meta.source.url}/{ep.data_path}", nonfinite, [ep.index], self.config.strict)
+        return ep, arrays
 
     # ----------------------------------------------------------------------------------------- benchmark
     def reset_stats(self) -> None:

@@ -93,8 +93,9 @@ class DecodeBuffer:
         for key in self.builder.meta.video_keys:
             span = episode.videos[key]
             for a, b in _merged([(lo + d, hi + d) for d in np.unique(self.builder.deltas.get(key, [0]))], length):
-                timestamps = tuple(span.from_timestamp + float(t) for t in arrays["timestamp"][a:b + 1])
+                timestamps = self.builder.file_times(episode, key, arrays["timestamp"][a:b + 1].tolist())
                 plan.append((key, FrameRequest(span.path, timestamps, run=True)))
+        self.builder.ensure_checked({r.path for _, r in plan})
         decoded = self.builder.decoder.decode(self.builder.meta.source, [r for _, r in plan])
         runs: dict[str, list[DecodedFrames]] = {}
         for (key, _), frames in zip(plan, decoded, strict=True):

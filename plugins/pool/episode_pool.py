@@ -39,7 +39,8 @@ class EpisodePool:
         if pool_size < 1:
             raise ValueError(f"episode_pool_size must be >= 1, got {pool_size}")
         self.rng = rng
-        self._waiting = list(rng.permutation(len(episodes)))  # admission order: uniform without replacement
+        self._waiting = rng.permutation(len(episodes))  # admission order (from the end): uniform without replacement
+        self._unadmitted = len(episodes)
         self._episodes, self._lengths, self._row_sets = np.asarray(episodes), np.asarray(lengths), rows
         self._slots: list[int] = []  # index into episodes
         self._rows: list[np.ndarray] = []  # each slot's rows in emission order (a permutation)
@@ -49,7 +50,8 @@ class EpisodePool:
             self._admit(len(self._slots))
 
     def _admit(self, slot: int) -> None:
-        e = int(self._waiting.pop())
+        self._unadmitted -= 1
+        e = int(self._waiting[self._unadmitted])
         rows = self.rng.permutation(int(self._lengths[e]) if self._row_sets is None else self._row_sets[e])
         if slot == len(self._slots):
             self._slots.append(e)
@@ -74,7 +76,7 @@ class EpisodePool:
         left[slot] -= 1
         episode = int(self._episodes[self._slots[slot]])
         last = left[slot] == 0
-        if last and self._waiting:
+        if last and self._unadmitted:
             self._admit(slot)
         return episode, row, bool(last)
 

@@ -15,6 +15,22 @@ from .episode_pool import EpisodePool
 from .partition import deal_balanced, partition_episodes
 
 
+class RowsLeft:
+    """Per episode of a consumer (same order as its positions), the rows an elastic segment still has to emit:
+    computed from the epoch's mask of frames left when the consumer admits the episode, so a plan never holds
+    an array per episode."""
+
+    def __init__(self, left: np.ndarray, starts: np.ndarray, episodes: np.ndarray):
+        self.left, self.starts, self.episodes = left, starts, episodes
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        e = int(self.episodes[i])
+        return np.flatnonzero(self.left[self.starts[e]:self.starts[e + 1]])
+
+
 @dataclass
 class SegmentPlan:
     """What every consumer (rank-major: `rank * num_workers + worker`) streams in one segment of an epoch.
@@ -23,15 +39,20 @@ class SegmentPlan:
         index: the segment's position in the epoch (0: the epoch's first shape, the usual case).
         num_workers: consumers per rank.
         episodes: per consumer, its episode positions.
-        rows: per consumer, per episode, the rows it still has to emit (None: every row, segment 0).
         counts: per consumer, the samples it emits (drop_last applied).
+        left: later segments: bool [frames], the epoch's frames not yet emitted (episode e's rows are
+            `starts[e]:starts[e + 1]`); None in segment 0 (every row).
+        starts: int64 [E + 1], each episode's first frame in `left`, and the total.
+        frames_left: int64 [E], frames of each episode this segment emits.
     """
 
     index: int
     num_workers: int
     episodes: list[np.ndarray]
-    rows: list[list[np.ndarray]] | None
     counts: list[int]
+    left: np.ndarray | None = None
+    starts: np.ndarray | None = None
+    frames_left: np.ndarray | None = None
 
     def pool(self, consumer: int, lengths: np.ndarray, order: PoolOrder, seed: int,
              epoch: int) -> EpisodePool | ChunkPool:
@@ -39,11 +60,10 @@ class SegmentPlan:
         worker); later segments: their own generators)."""
         rank, worker = divmod(consumer, self.num_workers)
         owned = self.episodes[consumer]
-        if self.rows is None:
+        if self.left is None:
             return order.make(owned, lengths[owned], epoch_rng(seed, epoch, POOL, rank, worker))
-        rows = self.rows[consumer]
         rng = epoch_rng(seed, epoch, ELASTIC, self.index, rank, worker)
-        return order.make(owned, np.array([len(r) for r in rows], dtype=np.int64), rng, rows)
+        return order.make(owned, self.frames_left[owned], rng, RowsLeft(self.left, self.starts, owned))
 
 
 def _counts(frames: list[int], drop_last: bool) -> list[int]:
@@ -54,26 +74,29 @@ def first_plan(lengths: np.ndarray, world_size: int, num_workers: int, seed: int
                drop_last: bool) -> SegmentPlan:
     """Segment 0: every episode whole, dealt by `partition_episodes`."""
     parts = partition_episodes(lengths, world_size * num_workers, seed, epoch)
-    return SegmentPlan(0, num_workers, parts, None, _counts([int(lengths[p].sum()) for p in parts], drop_last))
+    return SegmentPlan(0, num_workers, parts, _counts([int(lengths[p].sum()) for p in parts], drop_last))
 
 
-def later_plan(index: int, remainder: dict[int, np.ndarray], world_size: int, num_workers: int, seed: int,
+def later_plan(index: int, left: np.ndarray, starts: np.ndarray, world_size: int, num_workers: int, seed: int,
                epoch: int, drop_last: bool) -> SegmentPlan:
-    """Segment `index` > 0: what is left of each episode (`remainder`: episode position -> rows) dealt to
-    world_size x num_workers consumers, balanced by frames left, in an order drawn for (seed, epoch, index)."""
-    pieces = sorted(e for e, rows in remainder.items() if len(rows))
-    left = np.array([len(remainder[e]) for e in pieces], dtype=np.int64)
-    parts = deal_balanced(left, world_size * num_workers, epoch_rng(seed, epoch, ELASTIC, index))
-    episodes = [np.array([pieces[i] for i in p], dtype=np.int64) for p in parts]
-    rows = [[remainder[pieces[i]] for i in p] for p in parts]
-    return SegmentPlan(index, num_workers, episodes, rows, _counts([int(left[p].sum()) for p in parts], drop_last))
+    """Segment `index` > 0: what is left of each episode (`left`: the epoch's frames not yet emitted, episode e
+    at `starts[e]:starts[e + 1]`) dealt to world_size x num_workers consumers, balanced by frames left, in an
+    order drawn for (seed, epoch, index)."""
+    done = np.concatenate([[0], np.cumsum(left, dtype=np.int64)])
+    frames_left = done[starts[1:]] - done[starts[:-1]]
+    pieces = np.flatnonzero(frames_left)
+    parts = deal_balanced(frames_left[pieces], world_size * num_workers, epoch_rng(seed, epoch, ELASTIC, index))
+    episodes = [pieces[p] for p in parts]
+    counts = _counts([int(frames_left[e].sum()) for e in episodes], drop_last)
+    return SegmentPlan(index, num_workers, episodes, counts, left, starts, frames_left)
 
 
 def emitted(plan: SegmentPlan, segment: Segment, lengths: np.ndarray, order: PoolOrder, seed: int,
-            epoch: int) -> dict[int, list[int]]:
-    """The rows each episode (position) had emitted when `segment` (of `plan`'s shape) ended: every
-    consumer's order replayed to the count `dl.dataloader.resume.resume_point` gives for its rank's batches."""
-    out: dict[int, list[int]] = {}
+            epoch: int, starts: np.ndarray) -> np.ndarray:
+    """The frames (positions into the epoch's frames, episode e's rows at `starts[e]:...`) the consumers had
+    emitted when `segment` (of `plan`'s shape) ended: every consumer's order replayed to the count
+    `dl.dataloader.resume.resume_point` gives for its rank's batches."""
+    out: list[int] = []
     n, batch_size = plan.num_workers, segment.shape["batch_size"]
     for rank, batches in enumerate(segment.batches_consumed):
         counts = plan.counts[rank * n:(rank + 1) * n]
@@ -85,8 +108,8 @@ def emitted(plan: SegmentPlan, segment: Segment, lengths: np.ndarray, order: Poo
             pool = plan.pool(rank * n + worker, lengths, order, seed, epoch)
             for _ in range(k):
                 e, row, _ = next(pool)
-                out.setdefault(e, []).append(row)
-    return out
+                out.append(int(starts[e]) + row)
+    return np.asarray(out, dtype=np.int64)
 
 
 def current_plan(lengths: np.ndarray, segments: tuple[Segment, ...], world_size: int, num_workers: int,
@@ -94,11 +117,13 @@ def current_plan(lengths: np.ndarray, segments: tuple[Segment, ...], world_size:
     """The plan of the current segment, after the ended `segments` of this epoch (none: segment 0)."""
     shapes = [_shape(s) for s in segments] + [(world_size, num_workers)]
     plan = first_plan(lengths, *shapes[0], seed, epoch, drop_last)
-    remainder = {e: np.arange(n, dtype=np.int64) for e, n in enumerate(lengths)}
+    if not segments:
+        return plan
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    left = np.ones(int(starts[-1]), dtype=bool)
     for index, segment in enumerate(segments, 1):
-        for e, rows in emitted(plan, segment, lengths, order, seed, epoch).items():
-            remainder[e] = np.setdiff1d(remainder[e], rows, assume_unique=True)
-        plan = later_plan(index, remainder, *shapes[index], seed, epoch, drop_last)
+        left[emitted(plan, segment, lengths, order, seed, epoch, starts)] = False
+        plan = later_plan(index, left, starts, *shapes[index], seed, epoch, drop_last)
     return plan
 
 

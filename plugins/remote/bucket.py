@@ -4,7 +4,7 @@ benchmark keeps `meta/` on the Hub and data and videos in a bucket: `--data-file
 
 Storage options (endpoint URL, credentials profile, anonymous access) go to the filesystem of the bulk
 files as given (`--storage-option KEY=VALUE`, `source_options={"storage_options": {...}}`). On S3 the
-library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `max_attempts=1`
+library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `total_max_attempts=1`
 unless given), so every retry happens, and is counted, in `dl.kits.remote.source.RemoteSource`.
 """
 
@@ -31,7 +31,7 @@ def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.Ab
     protocol = fsspec.core.split_protocol(url)[0] or "file"
     if protocol in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
-        config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+        config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # the first try only
         options["config_kwargs"] = config
     try:
         return fsspec.core.url_to_fs(url, **options)
@@ -43,7 +43,7 @@ def bucket_source(root: str, data_files_root: str | None = None, revision: str |
                   storage_options: dict | None = None, prefetch: bool = True,
                   cache_bytes: int | str = DEFAULT_CACHE_BYTES, prefetch_threads: int = 4,
                   block_size: int | str = 1 << 20, retry_attempts: int = 6,
-                  retry_deadline_s: float = 120.0) -> RemoteSource:
+                  retry_deadline_s: float = 120.0, cache_dir: str | None = None) -> RemoteSource:
     """A dataset under an fsspec URL (S3, GCS, Hugging Face buckets, ...), metadata from there or the Hub.
 
     Args:
@@ -58,11 +58,14 @@ def bucket_source(root: str, data_files_root: str | None = None, revision: str |
         block_size: bytes per request when a file is streamed instead of cached.
         retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
         retry_deadline_s: stop retrying a request after this many seconds.
+        cache_dir: the folder of the prefetch cache's run folders (default: node-local storage, `$SLURM_TMPDIR`
+            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.file_cache.default_base`).
 
     Raises:
         DlError: an unusable URL or option; an unknown Hub repo or revision.
     """
-    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s)
+    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s,
+                           cache_dir)
     pinned = {}
     if root.startswith("hf://") and not root.startswith("hf://buckets/"):
         repo_id, rev, sub = parse_repo(root, revision)

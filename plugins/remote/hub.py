@@ -145,7 +145,7 @@ def offline_snapshot(repo_id: str, revision: str, sub: str) -> Source:
 
 def hub_source(root: str, revision: str | None = None, storage_options: dict | None = None, prefetch: bool = True,
                cache_bytes: int | str = DEFAULT_CACHE_BYTES, prefetch_threads: int = 4, block_size: int | str = 1 << 20,
-               retry_attempts: int = 6, retry_deadline_s: float = 120.0) -> Source:
+               retry_attempts: int = 6, retry_deadline_s: float = 120.0, cache_dir: str | None = None) -> Source:
     """A dataset repo on the Hugging Face Hub, pinned to one commit.
 
     Args:
@@ -158,13 +158,16 @@ def hub_source(root: str, revision: str | None = None, storage_options: dict | N
         block_size: bytes per request when a file is streamed instead of cached.
         retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
         retry_deadline_s: stop retrying a request after this many seconds.
+        cache_dir: the folder of the prefetch cache's run folders (default: node-local storage, `$SLURM_TMPDIR`
+            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.file_cache.default_base`).
 
     Raises:
         DlError: a bad repo id, an unknown repo or revision, offline without a cached snapshot.
     """
     from huggingface_hub import constants
 
-    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s)
+    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s,
+                           cache_dir)
     repo_id, rev, sub = parse_repo(root, revision)
     if constants.is_offline_mode():
         return offline_snapshot(repo_id, rev, sub)

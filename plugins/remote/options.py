@@ -8,7 +8,7 @@ DEFAULT_CACHE_BYTES = 8_000_000_000
 
 
 def remote_kwargs(prefetch: bool, cache_bytes: int | str, prefetch_threads: int, block_size: int | str,
-                  retry_attempts: int, retry_deadline_s: float) -> dict:
+                  retry_attempts: int, retry_deadline_s: float, cache_dir: str | None = None) -> dict:
     """Check the shared options and build RemoteSource's keyword arguments.
 
     Raises:
@@ -24,6 +24,8 @@ def remote_kwargs(prefetch: bool, cache_bytes: int | str, prefetch_threads: int,
                       ">= 1).")
     if not isinstance(prefetch, bool):
         raise DlError(f"source option prefetch must be true or false, got {prefetch!r}.")
+    if cache_dir is not None and (not isinstance(cache_dir, str) or not cache_dir):
+        raise DlError(f"source option cache_dir must be a folder path, got {cache_dir!r}.")
     return {"prefetch": prefetch, "cache_bytes": int(cache_bytes), "prefetch_threads": int(prefetch_threads),
-            "block_size": int(block_size),
+            "block_size": int(block_size), "cache_dir": cache_dir,
             "retry": RetryPolicy(attempts=int(retry_attempts), deadline_s=float(retry_deadline_s))}

@@ -87,7 +87,7 @@ class SlurmScheduler(Scheduler):
         task.write_text(task_script(run, self.python))
         job = base.with_name(f"{base.name}.sbatch")
         options = sbatch_options(run, log_dir, self.partition, self.account, self.qos)
-        job.write_text(job_script(run, options, str(task), self.setup))
+        job.write_text(job_script(run, options, str(task), self.setup, self.python))
         return str(job)
 
     def _check(self, run: Run, script: str) -> None:

@@ -1,8 +1,9 @@
 """The files a SLURM job of one run executes, both plain POSIX shell (`/bin/sh`, dash on Debian):
 
 - the job script (`NAME.sbatch`): `#SBATCH` lines from the run's resources, the master address (the
-  first node's `NodeAddr`, as `scontrol show node` reports it) and a port derived from the job id, then
-  `srun` starting one task per rank;
+  first node's `NodeAddr`, as `scontrol show node` reports it), then `srun` starting one task per rank; with
+  more than one rank, through `dl.plugins.slurm.launch`, which hosts the ranks' rendezvous store on a port
+  the system picks, on the first node, for the job's life;
 - the task script (`NAME.task.sh`), which every task runs: it picks its rank's command line by
   `SLURM_PROCID` (each rank writes its own result file) and executes it. The runner then reads its rank
   and world size from `SLURM_PROCID` / `SLURM_NTASKS` (`dl.dataloader.world.resolve_ranks`).
@@ -14,9 +15,6 @@ nodes share.
 import shlex
 
 from dl.contracts.scheduler import Run
-
-MASTER_PORT_BASE, MASTER_PORT_SPAN = 20000, 20000
-"""Each job's gloo rendezvous port: BASE + job id modulo SPAN (jobs of a chain never run at once)."""
 
 
 def job_name(run: Run) -> str:
@@ -41,9 +39,13 @@ def sbatch_options(run: Run, log_dir: str, partition: str | None, account: str |
     return options
 
 
-def job_script(run: Run, options: list[str], task_script: str, setup: str = "") -> str:
-    """The batch script: `#SBATCH` options, `setup` lines (e.g. `module load ...`), the rendezvous
-    environment, then `srun` of the task script on every rank."""
+def job_script(run: Run, options: list[str], task_script: str, setup: str = "", python: str = "python3") -> str:
+    """The batch script: `#SBATCH` options, `setup` lines (e.g. `module load ...`), the master address, then
+    `srun` of the task script on every rank (with several ranks under `python -m dl.plugins.slurm.launch`,
+    which hosts their rendezvous store; `python`: the interpreter with dl installed)."""
+    srun = f"srun --kill-on-bad-exit=1 /bin/sh {shlex.quote(task_script)}"
+    if run.world_size > 1:
+        srun = f"exec {shlex.quote(python)} -m dl.plugins.slurm.launch {srun}"
     lines = ["#!/bin/sh", *(f"#SBATCH {o}" for o in options),
              f"# dl run {run.name}: {run.world_size} rank(s); written by dl's slurm scheduler", ""]
     if setup:
@@ -52,11 +54,10 @@ def job_script(run: Run, options: list[str], task_script: str, setup: str = "") 
         'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         'MASTER_ADDR=$(scontrol show node "$first" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
         'MASTER_ADDR=${MASTER_ADDR:-$first}',
-        f"MASTER_PORT=$(({MASTER_PORT_BASE} + SLURM_JOB_ID % {MASTER_PORT_SPAN}))",
-        "export MASTER_ADDR MASTER_PORT",
-        "unset RANK WORLD_SIZE LOCAL_RANK  # ranks come from SLURM_PROCID / SLURM_NTASKS",
-        'echo "dl: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, $SLURM_NTASKS task(s), master $MASTER_ADDR:$MASTER_PORT"',
-        f"srun --kill-on-bad-exit=1 /bin/sh {shlex.quote(task_script)}",
+        "export MASTER_ADDR",
+        "unset RANK WORLD_SIZE LOCAL_RANK MASTER_PORT  # ranks come from SLURM_PROCID / SLURM_NTASKS",
+        'echo "dl: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, $SLURM_NTASKS task(s), master $MASTER_ADDR"',
+        srun,
     ]
     return "\n".join(lines) + "\n"
 

@@ -1,35 +1,70 @@
-"""A byte-bounded, reference-counted local cache of remote files, filled by background download threads.
+"""A byte-bounded, reference-counted local cache of byte ranges of remote files, filled by background
+download threads.
 
 Generic (knows nothing of datasets): `dl.kits.remote.source.RemoteSource` keeps one per reading process and
-fills it on the admission signal (`Source.admit` / `release`). Several keys (episodes) may hold one file,
-as LeRobot v3.0 packs several episodes per data and video file; a file is deleted when the last key
-holding it is released. Admission never blocks the caller: files wait in line (first come, first served)
-until the byte limit lets them in, and a reader that needs a file still waiting for room gets `None` and
-reads it remotely instead, so a full cache slows reads down but can never deadlock a loader that admits
-its next episode before releasing the last one. One key needing more bytes than the whole limit is an
-error that says so.
+fills it on the admission signal (`Source.admit` / `release`). The unit is a byte range of a file (a
+`Piece`): an episode holds the ranges of its frames and rows, not whole files, and LeRobot v3.0 packs many
+episodes per file, so ranges of several keys (episodes) may meet or overlap. Ranges are cached without
+overlap: a key admitting bytes already held (or on their way) holds those entries too and only the gaps
+are downloaded, so adjacent episodes share their common bytes (a keyframe, a row group) and a reader
+crosses from one entry into the next. An entry is deleted when the last key holding it is released.
+Downloads are pieces of the admitted ranges, first bytes first (`dl.kits.remote.piece_order`): the first piece
+of every admitted range before the second of any, so a loader that opens many episodes at once can start on all
+of them without waiting for any whole range. Admission never blocks the caller: entries wait in line (first
+come, first served) until the byte limit lets them in, and a reader that needs bytes still waiting for room
+gets `None` and reads them remotely instead, so a full cache slows reads down but can never deadlock a loader
+that admits its next episode before releasing the last one. One key needing more bytes than the whole limit is
+an error that says so.
 
-Each process caches into its own run-scoped folder `<dl cache>/remote/run-<pid>-<start time>`, removed when
-the process exits (also in DataLoader workers) and, after a crash, by the next process that starts a cache.
+Each process caches into its own run-scoped folder `run-<host>-<pid>-<start time>` under the cache's base
+folder (`default_base()`: node-local storage first, `$SLURM_TMPDIR`, then `$TMPDIR`, else dl's cache folder;
+a source's `cache_dir` option chooses another), removed when the process exits (also in DataLoader workers)
+and, after a crash, by the next process on the same host that starts a cache. The host is part of the name
+because the base may be a folder several nodes share (a home directory on a cluster): a process checks only
+its own host's folders for dead pids, never another node's live downloads.
 """
 
+import bisect
 import enum
+import glob
 import hashlib
+import heapq
+import itertools
 import os
 import shutil
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.util import Finalize
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import psutil
 
 from ...contracts.errors import DlError
+from ..paths import cache_dir
+from .piece_order import PieceOrder
 
-Download = Callable[[str, int, BinaryIO], None]
-"""`download(rel, size, out)`: write the whole remote file `rel` (`size` bytes) into `out`; raises on failure."""
+Download = Callable[[str, int, int, BinaryIO], None]
+"""`download(rel, start, end, out)`: write bytes `[start, end)` of the remote file `rel` into `out`; raises on
+failure."""
+
+
+class Piece(NamedTuple):
+    """Bytes `[start, end)` of the file `rel`."""
+
+    rel: str
+    start: int
+    end: int
+
+
+class Located(NamedTuple):
+    """A local copy of bytes `[start, end)` of a remote file: `path` holds exactly those bytes."""
+
+    path: str
+    start: int
+    end: int
 
 
 class CacheLimitError(DlError):
@@ -45,104 +80,157 @@ class State(enum.Enum):
 
 
 class _Entry:
-    __slots__ = ("rel", "size", "keys", "state", "done", "error", "path")
+    __slots__ = ("piece", "keys", "state", "done", "error", "path", "depth")
 
-    def __init__(self, rel: str, size: int, path: str):
-        self.rel, self.size, self.path = rel, size, path
+    def __init__(self, piece: Piece, path: str, depth: int):
+        self.piece, self.path, self.depth = piece, path, depth  # depth: the shallowest any key reads it at
         self.keys: set = set()
         self.state = State.WAITING
         self.done = threading.Event()
         self.error: BaseException | None = None
 
+    @property
+    def size(self) -> int:
+        return self.piece.end - self.piece.start
+
 
 class PrefetchCache:
-    """Local copies of remote files for one process.
+    """Local copies of byte ranges of remote files for one process.
 
     Args:
-        base: the folder holding every process's run folder (e.g. `dl.kits.paths.cache_dir("remote")`).
-        limit_bytes: the most bytes reserved at once (files waiting for room do not count).
-        download: fetches a file (see `Download`); it does its own retries.
+        base: the folder holding every process's run folder (e.g. `default_base()`).
+        limit_bytes: the most bytes reserved at once (ranges waiting for room do not count).
+        download: fetches a range (see `Download`); it does its own retries.
         threads: background download threads (started on the first admission).
         on_reserved: called with the reserved bytes whenever they change (a peak counter).
-        inherited: `{rel: local path}` of files a parent process had ready when this one forked: read
+        on_done: called after each download ends (ready or failed), outside the lock.
+        inherited: `Located` copies by file of ranges a parent process had ready when this one forked: read
             when still present, never deleted by this process.
+        order: where ranges are cut into downloads (`dl.kits.remote.piece_order.PieceOrder`).
     """
 
     def __init__(self, base: Path, limit_bytes: int, download: Download, threads: int = 4,
-                 on_reserved: Callable[[int], None] | None = None, inherited: dict[str, str] | None = None):
+                 on_reserved: Callable[[int], None] | None = None, on_done: Callable[[], None] | None = None,
+                 inherited: dict[str, list[Located]] | None = None, order: PieceOrder | None = None):
         if limit_bytes < 1:
             raise DlError(f"cache limit must be >= 1 byte, got {limit_bytes}.")
         self.base, self.limit, self.download, self.threads = Path(base), int(limit_bytes), download, max(1, threads)
         self.on_reserved = on_reserved or (lambda n: None)
-        self.inherited = dict(inherited or {})
+        self.on_done = on_done or (lambda: None)
+        self.inherited = {rel: sorted(pieces) for rel, pieces in (inherited or {}).items()}
         self.reserved = 0
-        self._entries: dict[str, _Entry] = {}
-        self._held: dict[object, set[str]] = {}
-        self._waiting: deque[str] = deque()
-        self._queued: deque[str] = deque()
+        self._entries: dict[Piece, _Entry] = {}
+        self._by_file: dict[str, list[Piece]] = {}  # each file's entries, sorted, never overlapping
+        self.order = order or PieceOrder()
+        self._held: dict[object, dict[Piece, int]] = {}  # each key's entries and the depth it reads them at
+        self._waiting: deque[Piece] = deque()
+        self._queued: list[tuple[int, int, Piece]] = []  # a heap of (depth, number, piece); stale items skipped
+        self._numbers = itertools.count()
         self._cond = threading.Condition()
         self._workers: list[threading.Thread] = []
-        self._copies = 0  # numbers each local copy, so a re-admitted file never shares a path with one in flight
+        self._copies = 0  # numbers each local copy, so a re-admitted range never shares a path with one in flight
         self._closed = False
         self.dir: Path | None = None
 
     # ------------------------------------------------------------------------------------ admission
-    def admit(self, key: object, files: dict[str, int]) -> None:
-        """`key` will read `files` (`{rel: size in bytes}`): download those not held yet, as room allows.
+    def admit(self, key: object, pieces: list[Piece], atomic: list[Piece] = ()) -> None:
+        """`key` will read `pieces` (byte ranges, each from its start): download the bytes not held yet, as room
+        allows, first bytes first.
+
+        Args:
+            atomic: ranges to download in one request each, never cut (an index whose digest is checked).
 
         Raises:
-            CacheLimitError: the files `key` needs, beyond those already held, exceed the limit.
+            CacheLimitError: the bytes `key` needs, beyond those already held, exceed the limit.
         """
         with self._cond:
-            new = {rel: size for rel, size in files.items() if rel not in self._entries}
-            if sum(new.values()) > self.limit:
+            ranges = _merged(pieces)
+            gaps = [gap for piece in ranges for gap in self._gaps(piece)]
+            need = sum(g.end - g.start for g in gaps)
+            if need > self.limit:
+                files = sorted({g.rel for g in gaps})
                 raise CacheLimitError(
-                    f"episode {key} needs {_mb(sum(new.values()))} of files ({', '.join(sorted(new))}) but the "
-                    f"local cache holds at most {_mb(self.limit)} in this process; raise the source option "
-                    "cache_bytes, or set prefetch=false to stream reads without a cache.")
+                    f"episode {key} needs {_mb(need)} of {', '.join(files)} but the local cache holds at most "
+                    f"{_mb(self.limit)} in this process; raise the source option cache_bytes, or set "
+                    "prefetch=false to stream reads without a cache.")
             self._start()
-            held = self._held.setdefault(key, set())
-            for rel, size in files.items():
-                entry = self._entries.get(rel)
-                if entry is None:
-                    self._copies += 1
-                    name = f"{hashlib.sha1(rel.encode()).hexdigest()[:20]}-{self._copies}{os.path.splitext(rel)[1]}"
-                    entry = self._entries[rel] = _Entry(rel, int(size), str(self.dir / name))
-                    self._waiting.append(rel)
-                entry.keys.add(key)
-                held.add(rel)
+            held = self._held.setdefault(key, {})
+            for whole in ranges:
+                fixed = [(a.start, a.end) for a in atomic if a.rel == whole.rel]
+                for gap in self._gaps(whole):
+                    for start, end, depth in self.order.cut(whole.start, (gap.start, gap.end), fixed):
+                        self._add(Piece(whole.rel, start, end), depth)
+                for covered in self._overlapping(whole):
+                    entry, depth = self._entries[covered], self.order.depth(covered.start - whole.start)
+                    entry.keys.add(key)
+                    held[covered] = min(depth, held.get(covered, depth))
+                    if depth < entry.depth:  # another key reads it deeper: download it sooner
+                        entry.depth = depth
+                        if entry.state is State.QUEUED:
+                            heapq.heappush(self._queued, (depth, next(self._numbers), covered))
             self._grant()
 
+    def _add(self, piece: Piece, depth: int) -> None:
+        """A new entry for `piece`, waiting for room (called with the lock held)."""
+        self._copies += 1
+        name = f"{hashlib.sha1(piece.rel.encode()).hexdigest()[:20]}-{self._copies}.part{piece.start}"
+        self._entries[piece] = _Entry(piece, str(self.dir / name), depth)
+        bisect.insort(self._by_file.setdefault(piece.rel, []), piece)
+        self._waiting.append(piece)
+
+    def _overlapping(self, piece: Piece) -> list[Piece]:
+        """The entries of `piece.rel` overlapping `piece`, ascending."""
+        pieces = self._by_file.get(piece.rel, [])
+        i = bisect.bisect_right(pieces, Piece(piece.rel, piece.start, piece.start)) - 1
+        out = []
+        for p in pieces[max(i, 0):]:
+            if p.start >= piece.end:
+                break
+            if p.end > piece.start:
+                out.append(p)
+        return out
+
+    def _gaps(self, piece: Piece) -> list[Piece]:
+        """The parts of `piece` no entry covers."""
+        out, pos = [], piece.start
+        for p in self._overlapping(piece):
+            if p.start > pos:
+                out.append(Piece(piece.rel, pos, p.start))
+            pos = max(pos, p.end)
+        if pos < piece.end:
+            out.append(Piece(piece.rel, pos, piece.end))
+        return out
+
     def release(self, key: object) -> None:
-        """`key` is done: files no other key holds are deleted (or dropped from the line)."""
+        """`key` is done: ranges no other key holds are deleted (or dropped from the line)."""
         with self._cond:
-            for rel in self._held.pop(key, ()):
-                entry = self._entries[rel]
+            for piece in self._held.pop(key, ()):
+                entry = self._entries[piece]
                 entry.keys.discard(key)
                 if not entry.keys:
                     self._drop(entry)
             self._grant()
 
     def _drop(self, entry: _Entry) -> None:
-        del self._entries[entry.rel]
+        del self._entries[entry.piece]
+        self._by_file[entry.piece.rel].remove(entry.piece)
         if entry.state is State.WAITING:
-            self._waiting.remove(entry.rel)
+            self._waiting.remove(entry.piece)
             return
-        if entry.state is State.QUEUED:
-            self._queued.remove(entry.rel)
-        if entry.state in (State.QUEUED, State.READY):  # a download in flight cleans up after itself
+        # a download in flight cleans up after itself; a queued entry's heap item is skipped when it comes up
+        if entry.state in (State.QUEUED, State.READY):
             _remove(entry.path)
             self._unreserve(entry.size)
 
     def _grant(self) -> None:
-        """Let waiting files in, in order, while they fit (called with the lock held)."""
+        """Let waiting ranges in, in order, while they fit (called with the lock held)."""
         while self._waiting:
             entry = self._entries[self._waiting[0]]
             if self.reserved + entry.size > self.limit:
                 break
             self._waiting.popleft()
             entry.state = State.QUEUED
-            self._queued.append(entry.rel)
+            heapq.heappush(self._queued, (entry.depth, next(self._numbers), entry.piece))
             self.reserved += entry.size
             self.on_reserved(self.reserved)
         self._cond.notify_all()
@@ -152,37 +240,47 @@ class PrefetchCache:
         self.on_reserved(self.reserved)
 
     # ------------------------------------------------------------------------------------ reads
-    def local_path(self, rel: str) -> str | None:
-        """A local copy of `rel` to read: waits for its download when one is queued or running (taking a
-        queued one over in this thread), and returns None when the file is not admitted or still waits
-        for room (read it remotely then).
+    def locate(self, rel: str, pos: int) -> Located | None:
+        """A local copy of the bytes of `rel` at offset `pos` (the cached range holding it): waits for its
+        download when one is queued or running (taking a queued one over in this thread), and returns None
+        when no admitted range holds `pos` or its range still waits for room (read it remotely then).
 
         Raises:
             The download's own error (e.g. `SourceFileNotFoundError`, `dl.kits.remote.retry.RemoteReadError`).
         """
         with self._cond:
-            entry = self._entries.get(rel)
-            if entry is None:
-                path = self.inherited.get(rel)
-                return path if path is not None and os.path.exists(path) else None
+            found = self._overlapping(Piece(rel, pos, pos + 1))
+            if not found:
+                return self._inherited(rel, pos)
+            entry = self._entries[found[0]]
             if entry.state is State.WAITING:
                 return None
             claimed = entry.state is State.QUEUED
-            if claimed:
-                self._queued.remove(rel)
+            if claimed:  # its heap item is skipped when it comes up
                 entry.state = State.LOADING
         if claimed:
             self._fetch(entry)
         entry.done.wait()
         if entry.state is State.FAILED:
             raise entry.error
-        return entry.path
+        return Located(entry.path, entry.piece.start, entry.piece.end)
+
+    def _inherited(self, rel: str, pos: int) -> Located | None:
+        for located in self.inherited.get(rel, ()):
+            if located.start <= pos < located.end and os.path.exists(located.path):
+                return located
+        return None
+
+    def held(self, rel: str) -> bool:
+        """Whether any range of `rel` is admitted here or was inherited."""
+        with self._cond:
+            return bool(self._by_file.get(rel)) or rel in self.inherited
 
     def settle(self) -> None:
-        """Block until every admitted file is downloaded.
+        """Block until every admitted range is downloaded.
 
         Raises:
-            CacheLimitError: files wait for room that no release will free (the admitted keys need more
+            CacheLimitError: ranges wait for room that no release will free (the admitted keys need more
                 than the limit together). A download's own error.
         """
         with self._cond:
@@ -194,12 +292,19 @@ class PrefetchCache:
                 if self._waiting and not busy:
                     need = sum(e.size for e in self._entries.values())
                     raise CacheLimitError(
-                        f"the admitted episodes need {_mb(need)} of files together, more than the local cache's "
+                        f"the admitted episodes need {_mb(need)} together, more than the local cache's "
                         f"{_mb(self.limit)}; raise the source option cache_bytes, select fewer episodes, or set "
                         "prefetch=false to stream reads without a cache.")
                 if not busy:
                     return
                 self._cond.wait(timeout=1.0)
+
+    def ready(self, key: object, depth: int | None = None) -> bool:
+        """Whether every entry `key` holds (or only those it reads at `depth` or shallower: 0, the first piece
+        of each of its ranges) is downloaded (or failed)."""
+        with self._cond:
+            return all(self._entries[p].state in (State.READY, State.FAILED)
+                       for p, at in self._held.get(key, {}).items() if depth is None or at <= depth)
 
     # ------------------------------------------------------------------------------------ downloads
     def _start(self) -> None:
@@ -214,19 +319,23 @@ class PrefetchCache:
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._queued and not self._closed:
-                    self._cond.wait()
-                if self._closed:
-                    return
-                entry = self._entries[self._queued.popleft()]
+                entry = None
+                while entry is None:
+                    while not self._queued and not self._closed:
+                        self._cond.wait()
+                    if self._closed:
+                        return
+                    entry = self._entries.get(heapq.heappop(self._queued)[2])
+                    if entry is not None and entry.state is not State.QUEUED:  # a stale item: taken or dropped
+                        entry = None
                 entry.state = State.LOADING
             self._fetch(entry)
 
     def _fetch(self, entry: _Entry) -> None:
-        part = f"{entry.path}.part"
+        part = f"{entry.path}.tmp"
         try:
             with open(part, "wb") as out:
-                self.download(entry.rel, entry.size, out)
+                self.download(*entry.piece, out)
             os.replace(part, entry.path)
             state, error = State.READY, None
         except BaseException as exc:  # handed to every reader of this file
@@ -234,19 +343,23 @@ class PrefetchCache:
             state, error = State.FAILED, exc
         with self._cond:
             entry.state, entry.error = state, error
-            if self._entries.get(entry.rel) is not entry:  # released while downloading
+            if self._entries.get(entry.piece) is not entry:  # released while downloading
                 _remove(entry.path)
                 self._unreserve(entry.size)
             elif state is State.FAILED:
                 self._unreserve(entry.size)
             entry.done.set()
             self._grant()
+        self.on_done()
 
-    def ready_files(self) -> dict[str, str]:
-        """`{rel: local path}` of the files downloaded and present now (handed to forked children)."""
+    def ready_pieces(self) -> dict[str, list[Located]]:
+        """`{rel: [Located, ...]}` of the ranges downloaded and present now (handed to forked children)."""
         with self._cond:
-            ready = {e.rel: e.path for e in self._entries.values() if e.state is State.READY}
-        return {**{r: p for r, p in self.inherited.items() if os.path.exists(p)}, **ready}
+            out = {rel: [p for p in pieces if os.path.exists(p.path)] for rel, pieces in self.inherited.items()}
+            for entry in self._entries.values():
+                if entry.state is State.READY:
+                    out.setdefault(entry.piece.rel, []).append(Located(entry.path, *entry.piece[1:]))
+        return out
 
     def close(self) -> None:
         """Stop the download threads, waiting for their current file, and delete this process's folder."""
@@ -259,21 +372,60 @@ class PrefetchCache:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+HOST_ENV = "DL_HOSTNAME"
+"""Overrides the host name in run folders (default: `socket.gethostname()`), e.g. where nodes share a name."""
+
+
+def host_name() -> str:
+    """This machine's name as run folders carry it: `$DL_HOSTNAME`, else `socket.gethostname()`, with path
+    separators replaced."""
+    return (os.environ.get(HOST_ENV) or socket.gethostname() or "localhost").replace("/", "_").replace(os.sep, "_")
+
+
+def default_base() -> Path:
+    """Where run folders go unless a source's `cache_dir` says otherwise: node-local storage when the
+    environment names it (`$SLURM_TMPDIR`, then `$TMPDIR`, each `.../dl-remote`), else dl's cache folder
+    (`dl.kits.paths.cache_dir("remote")`, often a home directory nodes share)."""
+    for variable in ("SLURM_TMPDIR", "TMPDIR"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable]) / "dl-remote"
+    return cache_dir("remote")
+
+
 def _run_dir(base: Path) -> Path:
-    """This process's run folder, after removing those of processes that are gone (crashed runs)."""
+    """This process's run folder `run-<host>-<pid>-<start time>`, after removing this host's folders of processes
+    that are gone (crashed runs). Folders of other hosts, and of names it cannot read, are left alone."""
     base.mkdir(parents=True, exist_ok=True)
-    for old in base.glob("run-*"):
+    host = host_name()
+    for old in base.glob(f"run-{glob.escape(host)}-*"):
         try:
-            _, pid, started = old.name.split("-")
-            alive = psutil.pid_exists(int(pid)) and int(psutil.Process(int(pid)).create_time()) == int(started)
-        except (ValueError, psutil.Error):
+            owner, pid, started = old.name.rsplit("-", 2)
+            pid, started = int(pid), int(started)
+        except ValueError:
+            continue
+        if owner != f"run-{host}":
+            continue
+        try:
+            alive = psutil.pid_exists(pid) and int(psutil.Process(pid).create_time()) == started
+        except psutil.Error:
             alive = False
         if not alive:
             shutil.rmtree(old, ignore_errors=True)
     me = psutil.Process()
-    path = base / f"run-{me.pid}-{int(me.create_time())}"
+    path = base / f"run-{host}-{me.pid}-{int(me.create_time())}"
     path.mkdir(exist_ok=True)
     return path
+
+
+def _merged(pieces: list[Piece]) -> list[Piece]:
+    """Pieces of one file that overlap or meet, merged; sorted."""
+    out: list[Piece] = []
+    for piece in sorted(p for p in pieces if p.end > p.start):
+        if out and out[-1].rel == piece.rel and piece.start <= out[-1].end:
+            out[-1] = Piece(piece.rel, out[-1].start, max(out[-1].end, piece.end))
+        else:
+            out.append(piece)
+    return out
 
 
 def _remove(path: str) -> None:

@@ -79,6 +79,13 @@ class DecoderCache:
         self.counters.set("open", len(self._open))
         self.counters.set("bytes", held)
 
+    def discard(self, key: Any) -> None:
+        """Drop `key`'s decoder in this process, if open: one that failed to decode is not used again (FFmpeg's
+        state after an error on a corrupt payload is not safe to reuse; the next request opens the file afresh)."""
+        if os.getpid() == self._pid and self._open.pop(key, None) is not None:
+            self.counters.set("open", len(self._open))
+            self.counters.set("bytes", self.bytes)
+
     def clear(self) -> None:
         """Drop every open decoder of this process."""
         self._open.clear()

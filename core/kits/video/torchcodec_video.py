@@ -6,7 +6,7 @@ import re
 import torch
 
 from ...contracts.decoder import DecodedFrames, Decoder
-from ...contracts.errors import VideoDecodeError
+from ...contracts.errors import DlError, VideoDecodeError
 from ...contracts.source import Source
 
 SEEK_MODES = ("auto", "approximate", "exact")
@@ -29,17 +29,41 @@ def header_trustworthy(meta) -> bool:
     return not meta.begin_stream_seconds_from_header
 
 
-def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 1, device: str = "cpu"):
+def checked_resize(value, who: str) -> tuple[int, int] | None:
+    """A decoder's `resize` option as (height, width), or None.
+
+    Raises:
+        DlError: not two integers >= 1; the message names `who` (the decoder) and the form it takes.
+    """
+    if value is None:
+        return None
+    if (not isinstance(value, list | tuple) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)):
+        raise DlError(f"{who}: resize must be [height, width] in pixels (two integers >= 1), got {value!r}.")
+    return int(value[0]), int(value[1])
+
+
+def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 1, device: str = "cpu",
+               resize: tuple[int, int] | None = None):
     """A torchcodec `VideoDecoder` on `source.video_input(path)`. `seek_mode` "auto" opens in "approximate"
-    mode and reopens in "exact" mode (one scan of the file) when `header_trustworthy` says no.
+    mode and reopens in "exact" mode (one scan of the file) when `header_trustworthy` says no. With `resize`
+    (height, width), every frame is scaled inside the decoder by torchcodec's `Resize` transform (bilinear, with
+    antialiasing, as torchvision's `Resize`), in FFmpeg's filter graph: no full-size frame reaches Python.
 
     Raises:
         VideoDecodeError: the file cannot be opened; the message names it and torchcodec's reason.
     """
     from torchcodec.decoders import VideoDecoder
 
+    transforms = None
+    if resize is not None:
+        from torchcodec.transforms import Resize
+
+        transforms = [Resize(size=resize)]
+
     def create(mode: str):
-        return VideoDecoder(source.video_input(path), seek_mode=mode, num_ffmpeg_threads=num_threads, device=device)
+        return VideoDecoder(source.video_input(path), seek_mode=mode, num_ffmpeg_threads=num_threads, device=device,
+                            transforms=transforms)
 
     try:
         decoder = create("approximate" if seek_mode == "auto" else seek_mode)
@@ -76,7 +100,11 @@ def decode_frames(decoder, source: Source, path: str, timestamps: list[float], r
         else:
             batch = decoder.get_frames_at(indices=indices)
     except RuntimeError as exc:
-        raise VideoDecodeError(f"decoding {source.url}/{path} at {timestamps} s failed: {reason(exc)}") from exc
+        at = (f"{timestamps[0]:.3f}-{timestamps[-1]:.3f} s ({len(timestamps)} frames)" if len(timestamps) > 3 else
+              f"{[round(t, 6) for t in timestamps]} s")
+        raise VideoDecodeError(f"decoding {source.url}/{path} at {at} failed: {reason(exc)}. The file's "
+                               "payload may be corrupt: `dl validate` decodes every frame to find the damaged "
+                               "files.") from exc
     return DecodedFrames(batch.data, batch.pts_seconds.to("cpu", torch.float64))
 
 
@@ -112,9 +140,18 @@ class TorchcodecDecoder(Decoder):
     def _decoder(self, source: Source, path: str):
         return self.cache.get((source.url, path), lambda: self._open(source, path))
 
+    def _frames(self, decoder, source: Source, path: str, timestamps: list[float], run: bool) -> DecodedFrames:
+        """`decode_frames`; a decoder that fails is dropped from `cache`, never used again (`DecoderCache.discard`:
+        after FFmpeg reported a corrupt payload, reusing its state crashed the process in 1 of 2 runs here)."""
+        try:
+            return decode_frames(decoder, source, path, timestamps, run)
+        except VideoDecodeError:
+            self.cache.discard((source.url, path))
+            raise
+
     def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=False)
+        return self._frames(self._decoder(source, path), source, path, timestamps, run=False)
 
     def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
         """One seek, then the frames in order (`get_frames_in_range`); not a run: as `frames_at`."""
-        return decode_frames(self._decoder(source, path), source, path, timestamps, run=True)
+        return self._frames(self._decoder(source, path), source, path, timestamps, run=True)

@@ -1,0 +1,134 @@
+"""`dl.format.checks.check_rows` over a whole selection at the cost of a few numpy passes, for a loader that holds
+every row (`map`): start-up must not grow with per-episode Python work (issue: a million episodes).
+
+Each run of rows (a record batch of many episodes) is screened at once: rows that break an episode's structure
+(`episode_index`, `frame_index`, finite and evenly spaced timestamps), unknown task indices, each episode's largest
+gap between a camera query and its nearest own frame, and NaN/inf counts. Only the episodes the screen flags are
+checked again one by one with `dl.format.checks`, which raises the error, so the messages are those of the
+per-episode checks.
+"""
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from .checks import RATE_SLACK, check_rows, check_tolerance, report_nonfinite
+from .features import NUMERIC_DTYPES
+
+Run = tuple[int, int, dict]
+"""`(first episode, end episode, {key: array [rows, *shape]})`: the rows of selection positions [first, end), in
+order (`plugins.map.arrow_store.ArrowEpisodeStore.runs`)."""
+
+
+def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iterable[Run], tolerance_s: float,
+                    strict: bool) -> None:
+    """`check_rows` over a whole selection (`episodes`, a sequence of `EpisodeMeta`; `arrays_of(i)` the i-th one's
+    arrays; `runs` the same rows many episodes at a time), as a loader holding every row runs it up front: the first
+    wrong episode is refused, timestamps the tolerance would not serve are refused naming the largest gap over the
+    selection, and NaN/inf values are counted over the selection into one warning (refused with `strict`).
+
+    Raises:
+        DatasetFormatError, TimestampToleranceError: as `check_rows` and `report_nonfinite`.
+    """
+    count = len(episodes)
+    suspect = np.zeros(count, dtype=bool)
+    gaps = np.zeros(count, dtype=np.float64)
+    nonfinite: dict[str, np.ndarray] = {}
+    for first, end, columns in runs:
+        screen = _screen(meta, episodes, first, end, columns)
+        suspect[first:end], gaps[first:end] = screen[0], screen[1]
+        for key, counts in screen[2].items():
+            nonfinite.setdefault(key, np.zeros(count, dtype=np.int64))[first:end] = counts
+    for i in np.flatnonzero(suspect).tolist():
+        check_rows(meta, episodes[i], arrays_of(i), None)  # raises for a wrong episode (the screen only suspects)
+    over = np.flatnonzero(gaps >= tolerance_s)
+    if len(over):
+        worst = int(over[np.argmax(gaps[over])])
+        episode = episodes[worst]
+        others = [int(e) for e in _indices(episodes)[over] if e != episode.index]
+        check_tolerance(f"{meta.source.url}/{episode.data_path}", episode, meta.fps,
+                        np.asarray(arrays_of(worst)["timestamp"]), tolerance_s, others)
+    counts = {key: int(n.sum()) for key, n in nonfinite.items() if n.any()}
+    with_nonfinite = np.zeros(count, dtype=bool)
+    for n in nonfinite.values():
+        with_nonfinite |= n > 0
+    report_nonfinite(meta.source.url, counts, _indices(episodes)[with_nonfinite].tolist(), strict)
+
+
+def _indices(episodes) -> np.ndarray:
+    index = getattr(episodes, "index", None)
+    return index if isinstance(index, np.ndarray) else np.array([ep.index for ep in episodes], dtype=np.int64)
+
+
+def _screen(meta, episodes, first: int, end: int, columns: dict) -> tuple[np.ndarray, np.ndarray, dict]:
+    """For the episodes at [first, end) of the selection: (bool [E] suspected wrong by `check_episode_rows` or
+    `check_indices`, float64 [E] largest camera gap in s as `timestamp_gaps` measures it, {float key: int64 [E]
+    NaN/inf values})."""
+    part = episodes[first:end]
+    lengths = np.array([ep.length for ep in part], dtype=np.int64) if not hasattr(part, "lengths") else part.lengths
+    index = _indices(part)
+    n = len(lengths)
+    seg = np.repeat(np.arange(n), lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    local = np.arange(len(seg)) - starts[seg]
+    ts = np.asarray(columns["timestamp"], dtype=np.float64).reshape(-1)
+    bad = np.asarray(columns["episode_index"]).reshape(-1) != index[seg]
+    bad |= np.asarray(columns["frame_index"]).reshape(-1) != local
+    bad |= ~np.isfinite(ts)
+    for key, table in (("task_index", meta.tasks), ("subtask_index", meta.subtasks)):
+        if key in columns and (key == "task_index" or table):
+            bad |= ~np.isin(np.asarray(columns[key]).reshape(-1), np.fromiter(table, dtype=np.int64, count=len(table)))
+    suspect = np.bincount(seg, weights=bad, minlength=n) > 0
+    suspect |= _off_rate(ts, seg, lengths, meta.fps)
+    return suspect, _gaps(meta, part, ts, seg, lengths), _nonfinite(meta.features, columns, seg, n)
+
+
+def _off_rate(ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray, fps: float) -> np.ndarray:
+    """bool [E]: episodes of more than 2 rows whose median timestamp spacing is not 1/fps within `RATE_SLACK`
+    (`check_episode_rows`'s test, with each episode's median of its row-to-row differences)."""
+    same = seg[1:] == seg[:-1]
+    diffs, owner = np.diff(ts)[same], seg[1:][same]
+    order = np.lexsort((diffs, owner))
+    diffs = diffs[order]
+    counts = np.maximum(lengths - 1, 0)
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    checked = np.flatnonzero(lengths > 2)
+    lo = diffs[start[checked] + (counts[checked] - 1) // 2]
+    hi = diffs[start[checked] + counts[checked] // 2]
+    spacing = (lo + hi) / 2
+    with np.errstate(invalid="ignore"):
+        off = ~(spacing > 0) | (np.abs(spacing * fps - 1) > RATE_SLACK)
+    out = np.zeros(len(lengths), dtype=bool)
+    out[checked] = off
+    return out
+
+
+def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """float64 [E]: each episode's largest gap between a row's camera query and the nearest frame of its own span
+    (`dl.format.checks.timestamp_gaps`, every camera at once)."""
+    out = np.zeros(len(lengths), dtype=np.float64)
+    columns, positions = getattr(part, "columns", None), getattr(part, "positions", None)
+    for key in meta.video_keys:
+        if columns is not None:
+            from_ts = columns.from_timestamp[key][positions]
+        else:
+            from_ts = np.array([ep.videos[key].from_timestamp for ep in part], dtype=np.float64)
+        first = np.rint(from_ts * meta.fps)
+        last = first + np.maximum(lengths, 1) - 1
+        query = from_ts[seg] + ts
+        frame = np.clip(np.rint(query * meta.fps), first[seg], last[seg])
+        np.maximum.at(out, seg, np.abs(query - frame / meta.fps))
+    return out
+
+
+def _nonfinite(features: dict, columns: dict, seg: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    """`{float feature: int64 [E] NaN/inf values per episode}` (`dl.format.checks.nonfinite_counts`), keys with some."""
+    out = {}
+    for key, values in columns.items():
+        if features.get(key, {}).get("dtype") in NUMERIC_DTYPES and np.issubdtype(np.asarray(values).dtype,
+                                                                                  np.floating):
+            rows = np.asarray(values).reshape(len(seg), -1)
+            per_row = rows.shape[1] - np.count_nonzero(np.isfinite(rows), axis=1)
+            if per_row.any():
+                out[key] = np.bincount(seg, weights=per_row, minlength=n).astype(np.int64)
+    return out

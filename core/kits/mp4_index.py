@@ -1,0 +1,376 @@
+"""The sample index of an MP4 video track, read from the file's `moov` box with a few ranged reads, so a
+source can fetch the bytes of a time span of the video (an episode) instead of the whole file.
+
+The container is ISO BMFF (ISO/IEC 14496-12): `moov/trak/mdia/minf/stbl` holds, per sample (one coded
+frame) in decode order, its size (`stsz`/`stz2`), its chunk and the chunk's file offset (`stsc`,
+`stco`/`co64`), its decode time (`stts`), its composition offset (`ctts`) and whether it is a keyframe
+(`stss`; absent: every sample is one); `edts/elst` shifts the timeline. Presentation times follow FFmpeg's
+`mov` demuxer (what torchcodec decodes with): pts = dts + composition offset - the edit's media time + any
+leading empty edit. The top-level boxes are found by their headers, so `moov` may come before the media
+data (`-movflags +faststart`) or after it (FFmpeg's default). Fragmented MP4s (`moof`), edit lists of more
+than one edit and files with no video track raise `Mp4IndexError`: read such a file whole.
+
+No library parses these tables into arrays (pymp4 builds a Python object per sample and lacks `ctts`
+and `elst`), so this module does, with numpy: one `frombuffer` per table.
+"""
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..contracts.errors import DlError
+
+HEAD_BYTES = 64 << 10
+"""The first read of a file, and of each region a box header is looked for in: one request usually holds
+`ftyp` and a faststart file's `moov`."""
+MAX_TOP_BOXES = 4096
+"""A file with more top-level boxes than this is refused (a corrupt size field would otherwise loop)."""
+READ_AHEAD_BYTES = 64 << 10
+"""What a reader fetches past the bytes it needs: torchcodec fills its 64 KiB I/O buffer from a file-like
+object (reading on after a short read), so the first samples (FFmpeg's stream probe on open) and every
+span's samples are followed by this many bytes (measured with torchcodec 0.13 / FFmpeg 5.1: with them, no
+read falls outside the ranges on AV1, H.264, HEVC and MPEG-4 files; a read that does still succeeds, as a
+request of its own)."""
+
+Read = Callable[[int, int], bytes]
+"""`read(start, end)`: bytes `[start, end)` of the file (one ranged request)."""
+
+
+class Mp4IndexError(DlError):
+    """The file is not an MP4 this module can index (fragmented, truncated, no video track, an edit list of
+    several edits); the message names the reason."""
+
+
+@dataclass(frozen=True)
+class SampleIndex:
+    """One video track's samples, in decode order.
+
+    Attributes:
+        offsets: int64 [N], each sample's byte offset in the file.
+        sizes: int64 [N], each sample's size in bytes.
+        pts: int64 [N], each sample's presentation time in `timescale` units (FFmpeg's, edit list applied).
+        keyframes: bool [N], whether the sample is a keyframe (decoding may start there).
+        timescale: units per second of `pts`.
+        header: the byte ranges `[start, end)` a demuxer reads to open the file: every top-level box up to the
+            media data's payload (with `ftyp` and a faststart `moov`), a trailing `moov`, and `READ_AHEAD_BYTES`
+            from the first sample (read by FFmpeg's stream probe); merged, ascending.
+        size: the file's size in bytes.
+        moov: the `[start, end)` of the `moov` box (the index itself).
+        codec: the sample entry's four-character code (e.g. "av01", "avc1", "hvc1", "mp4v").
+    """
+
+    offsets: np.ndarray
+    sizes: np.ndarray
+    pts: np.ndarray
+    keyframes: np.ndarray
+    timescale: int
+    header: tuple[tuple[int, int], ...]
+    size: int
+    moov: tuple[int, int]
+    codec: str
+
+    @property
+    def pts_s(self) -> np.ndarray:
+        """float64 [N], presentation times in seconds."""
+        return self.pts / self.timescale
+
+    def decode_span(self, from_s: float, to_s: float) -> tuple[int, int, int, int]:
+        """The samples to read for the frames shown in `[from_s, to_s)` seconds (an episode's span; frames
+        within half a frame of a bound count as inside, as timestamps are rounded):
+        `(first, last, shown_first, shown_last)`, inclusive decode-order indices: from the keyframe at or
+        before the first shown frame to the last sample a decoder reads before it has output them all (the
+        last shown one, plus the reorder depth of B-frames and a keyframe interval), and the decode-order
+        range of the shown frames. `byte_ranges` adds the reader's read-ahead.
+
+        Raises:
+            Mp4IndexError: no frame falls in the span.
+        """
+        half = 0.5 * float(np.median(np.diff(np.sort(self.pts)))) / self.timescale if len(self.pts) > 1 else 0.5
+        pts_s = self.pts_s
+        shown = np.flatnonzero((pts_s >= from_s - half) & (pts_s < to_s - half))
+        if not len(shown):
+            raise Mp4IndexError(f"no frame in [{from_s:.3f}, {to_s:.3f}) s: the track spans "
+                                f"{pts_s.min():.3f}-{pts_s.max():.3f} s")
+        lo, hi = int(shown.min()), int(shown.max())
+        keys = np.flatnonzero(self.keyframes[: lo + 1])
+        first = int(keys[-1]) if len(keys) else 0
+        last = min(hi + self.keyframe_interval + self.reorder_depth, len(self.pts) - 1)
+        return first, last, lo, hi
+
+    @property
+    def keyframe_interval(self) -> int:
+        """The longest run of samples from one keyframe to the next (the GOP length)."""
+        keys = np.flatnonzero(self.keyframes)
+        return int(np.diff(np.append(keys, len(self.keyframes))).max()) if len(keys) else len(self.keyframes)
+
+    @property
+    def reorder_depth(self) -> int:
+        """How many samples past a frame a decoder may read before it outputs it: the largest gap between a
+        sample's decode position and its presentation rank (0 without B-frames)."""
+        rank = np.empty(len(self.pts), dtype=np.int64)
+        rank[np.argsort(self.pts, kind="stable")] = np.arange(len(self.pts))
+        return int(max(0, (np.arange(len(self.pts)) - rank).max(), (rank - np.arange(len(self.pts))).max()))
+
+    def byte_ranges(self, first: int, last: int) -> list[tuple[int, int]]:
+        """The bytes of samples `first..last` (decode order, inclusive) and the `READ_AHEAD_BYTES` after the
+        last one (within the file), as merged `[start, end)` ranges."""
+        starts, ends = self.offsets[first:last + 1], self.offsets[first:last + 1] + self.sizes[first:last + 1]
+        tail = int(ends.max())
+        return merge_ranges([*zip(starts.tolist(), ends.tolist(), strict=True),
+                             (tail, min(self.size, tail + READ_AHEAD_BYTES))])
+
+    def bytes_of(self, first: int, last: int) -> int:
+        """Bytes of samples `first..last` (inclusive)."""
+        return int(self.sizes[first:last + 1].sum())
+
+
+def merge_ranges(ranges, gap: int = 0) -> list[tuple[int, int]]:
+    """`[start, end)` ranges sorted and merged where they overlap or are at most `gap` bytes apart."""
+    out: list[list[int]] = []
+    for start, end in sorted((int(a), int(b)) for a, b in ranges if b > a):
+        if out and start <= out[-1][1] + gap:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def read_index(read: Read, size: int, name: str = "video") -> SampleIndex:
+    """Index the first video track of an MP4 of `size` bytes through ranged reads (usually 1 request for a
+    faststart file, 2 when `moov` follows the media data).
+
+    Args:
+        read: `read(start, end)`, bytes of the file.
+        size: the file's size in bytes.
+        name: the file, for messages.
+
+    Raises:
+        Mp4IndexError: not an MP4 this module indexes (the message says why and names the file).
+    """
+    file = _Ranges(read, size, name)
+    header: list[tuple[int, int]] = []
+    moov = mdat = moov_at = None
+    pos = 0
+    for _ in range(MAX_TOP_BOXES):
+        if pos >= size or (moov is not None and mdat is not None):
+            break
+        kind, start, end = file.box_at(pos)
+        if kind == "moof":
+            raise Mp4IndexError(f"{name} is a fragmented MP4 (moof boxes): read it whole")
+        if kind == "moov":
+            moov, moov_at = file.bytes(start, end), (pos, end)
+            header.append(moov_at)
+        elif kind == "mdat":
+            mdat = (start, end)
+            header.append((pos, start))
+        elif mdat is None:  # ftyp, free, uuid... before the media data: read by the demuxer on its way
+            header.append((pos, end))
+        pos = end
+    else:
+        raise Mp4IndexError(f"{name} has more than {MAX_TOP_BOXES} top-level boxes: not a usable MP4")
+    if moov is None:
+        raise Mp4IndexError(f"{name} has no moov box (truncated, or not an MP4)")
+    index = _track_index(memoryview(moov), name)
+    offsets, sizes = index["offsets"], index["sizes"]
+    if len(offsets) and int((offsets + sizes).max()) > size:
+        raise Mp4IndexError(f"{name}: samples extend past the file's {size} bytes (truncated)")
+    probe = [(int(offsets[0]), min(size, int(offsets[0]) + READ_AHEAD_BYTES))] if len(offsets) else []
+    return SampleIndex(offsets, sizes, index["pts"], index["keyframes"], index["timescale"],
+                       tuple(merge_ranges(header + probe)), size, moov_at,
+                       index["codec"])
+
+
+class _Ranges:
+    """The parts of the file read so far, read in `HEAD_BYTES` windows."""
+
+    def __init__(self, read: Read, size: int, name: str):
+        self.read, self.size, self.name = read, size, name
+        self.windows: list[tuple[int, bytes]] = []
+
+    def bytes(self, start: int, end: int) -> bytes:
+        for base, data in self.windows:
+            if base <= start and end <= base + len(data):
+                return data[start - base:end - base]
+        data = self.read(start, min(self.size, max(end, start + HEAD_BYTES)))
+        if len(data) < end - start:
+            raise Mp4IndexError(f"{self.name}: asked for bytes {start}-{end}, got {len(data)} (truncated?)")
+        self.windows.append((start, data))
+        return data[: end - start]
+
+    def box_at(self, pos: int) -> tuple[str, int, int]:
+        """(type, payload start, end) of the top-level box at `pos`."""
+        head = self.bytes(pos, min(pos + 16, self.size))
+        kind, start, end = _header(head, 0, len(head), self.name)
+        end = self.size if end == len(head) and _size_field(head) == 0 else pos + end
+        if end > self.size:
+            raise Mp4IndexError(f"{self.name}: box {kind!r} at byte {pos} ends past the file's {self.size} bytes "
+                                "(truncated)")
+        return kind, pos + start, end
+
+
+def _size_field(buf) -> int:
+    return struct.unpack_from(">I", buf, 0)[0]
+
+
+def _header(buf, pos: int, limit: int, name: str) -> tuple[str, int, int]:
+    """(type, payload start, end) of the box at `pos` in `buf` (ends at `limit` when its size field is 0)."""
+    if pos + 8 > limit:
+        raise Mp4IndexError(f"{name}: a box header is cut off at byte {pos}")
+    size, kind = struct.unpack_from(">I4s", buf, pos)
+    head = 8
+    if size == 1:
+        if pos + 16 > limit:
+            raise Mp4IndexError(f"{name}: a 64-bit box header is cut off at byte {pos}")
+        size, head = struct.unpack_from(">Q", buf, pos + 8)[0], 16
+    elif size == 0:
+        size = limit - pos
+    if size < head:
+        raise Mp4IndexError(f"{name}: box {kind!r} at byte {pos} has an impossible size {size}")
+    return kind.decode("latin-1"), pos + head, pos + size
+
+
+def _children(buf, start: int, end: int, name: str) -> dict[str, list[tuple[int, int]]]:
+    """The boxes in `buf[start:end]`: `{type: [(payload start, end), ...]}`."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    pos = start
+    while pos + 8 <= end:
+        kind, payload, box_end = _header(buf, pos, end, name)
+        if box_end > end:
+            raise Mp4IndexError(f"{name}: box {kind!r} overruns its parent (corrupt moov)")
+        out.setdefault(kind, []).append((payload, box_end))
+        pos = box_end
+    return out
+
+
+def _table(buf, box: tuple[int, int], dtype: str, fields: int, name: str, count_at: int = 4) -> np.ndarray:
+    """A full box's entry table: a 32-bit count at `count_at`, then `count` entries of `fields` values."""
+    start, end = box
+    (count,) = struct.unpack_from(">I", buf, start + count_at)
+    first = start + count_at + 4
+    width = np.dtype(dtype).itemsize * fields
+    if first + count * width > end:
+        raise Mp4IndexError(f"{name}: a sample table claims {count} entries but its box is shorter (corrupt moov)")
+    values = np.frombuffer(buf, dtype=dtype, count=count * fields, offset=first).astype(np.int64)
+    return values.reshape(count, fields)
+
+
+def _video_track(moov, name: str) -> tuple[dict, int]:
+    top = _children(moov, 0, len(moov), name)
+    movie_timescale = 1
+    if "mvhd" in top:
+        start, _ = top["mvhd"][0]
+        version = moov[start]
+        movie_timescale = struct.unpack_from(">I", moov, start + (20 if version == 1 else 12))[0]
+    for start, end in top.get("trak", []):
+        trak = _children(moov, start, end, name)
+        if "mdia" not in trak:
+            continue
+        mdia = _children(moov, *trak["mdia"][0], name)
+        hdlr = mdia.get("hdlr")
+        if hdlr and bytes(moov[hdlr[0][0] + 8:hdlr[0][0] + 12]) == b"vide" and "minf" in mdia:
+            return {"trak": trak, "mdia": mdia}, movie_timescale
+    raise Mp4IndexError(f"{name} has no video track")
+
+
+def _track_index(moov, name: str) -> dict:
+    track, movie_timescale = _video_track(moov, name)
+    mdia = track["mdia"]
+    mdhd, _ = mdia["mdhd"][0]
+    timescale = struct.unpack_from(">I", moov, mdhd + (20 if moov[mdhd] == 1 else 12))[0]
+    minf = _children(moov, *mdia["minf"][0], name)
+    if "stbl" not in minf:
+        raise Mp4IndexError(f"{name}: the video track has no sample table")
+    stbl = _children(moov, *minf["stbl"][0], name)
+    need = [k for k in ("stsd", "stts", "stsc") if k not in stbl]
+    if need or not ({"stsz", "stz2"} & set(stbl)) or not ({"stco", "co64"} & set(stbl)):
+        raise Mp4IndexError(f"{name}: the video track's sample table lacks {need or 'sizes or chunk offsets'}")
+    codec = bytes(moov[stbl["stsd"][0][0] + 12:stbl["stsd"][0][0] + 16]).decode("latin-1")
+    sizes = _sizes(moov, stbl, name)
+    n = len(sizes)
+    offsets = _offsets(moov, stbl, sizes, name)
+    stts = _table(moov, stbl["stts"][0], ">u4", 2, name)
+    deltas = np.repeat(stts[:, 1], stts[:, 0])
+    if len(deltas) < n:
+        raise Mp4IndexError(f"{name}: stts times {len(deltas)} samples, stsz sizes {n}")
+    dts = np.concatenate([[0], np.cumsum(deltas[: n - 1])]).astype(np.int64) if n else np.zeros(0, np.int64)
+    pts = dts.copy()
+    if "ctts" in stbl:
+        ctts = _table(moov, stbl["ctts"][0], ">u4", 2, name)
+        shifts = np.repeat(ctts[:, 1].astype(np.uint32).view(np.int32).astype(np.int64), ctts[:, 0])  # FFmpeg: signed
+        pts[: min(n, len(shifts))] += shifts[:n]
+    pts += _edit_shift(moov, track["trak"], timescale, movie_timescale, name)
+    keyframes = np.ones(n, dtype=bool)
+    if "stss" in stbl:
+        keyframes[:] = False
+        sync = _table(moov, stbl["stss"][0], ">u4", 1, name)[:, 0] - 1
+        keyframes[sync[(sync >= 0) & (sync < n)]] = True
+    return {"offsets": offsets, "sizes": sizes, "pts": pts, "keyframes": keyframes, "timescale": int(timescale),
+            "codec": codec}
+
+
+def _sizes(moov, stbl: dict, name: str) -> np.ndarray:
+    if "stsz" in stbl:
+        start, end = stbl["stsz"][0]
+        uniform, count = struct.unpack_from(">II", moov, start + 4)
+        if uniform:
+            return np.full(count, uniform, dtype=np.int64)
+        return _table(moov, (start + 4, end), ">u4", 1, name)[:, 0]
+    start, end = stbl["stz2"][0]
+    field, count = moov[start + 7], struct.unpack_from(">I", moov, start + 8)[0]
+    if field not in (4, 8, 16):
+        raise Mp4IndexError(f"{name}: stz2 field size {field} is not 4, 8 or 16")
+    raw = bytes(moov[start + 12:end])
+    if field == 4:
+        nibbles = np.frombuffer(raw, dtype=np.uint8)
+        return np.stack([nibbles >> 4, nibbles & 15], axis=1).reshape(-1)[:count].astype(np.int64)
+    return np.frombuffer(raw, dtype=">u1" if field == 8 else ">u2", count=count).astype(np.int64)
+
+
+def _offsets(moov, stbl: dict, sizes: np.ndarray, name: str) -> np.ndarray:
+    """Each sample's file offset: its chunk's offset plus the sizes of the samples before it in the chunk."""
+    chunks = (_table(moov, stbl["stco"][0], ">u4", 1, name) if "stco" in stbl
+              else _table(moov, stbl["co64"][0], ">u8", 1, name))[:, 0]
+    stsc = _table(moov, stbl["stsc"][0], ">u4", 3, name)
+    if not len(stsc) or not len(chunks):
+        return np.zeros(0, dtype=np.int64)
+    firsts = np.append(stsc[:, 0] - 1, len(chunks))
+    per_chunk = np.repeat(stsc[:, 1], np.clip(np.diff(firsts), 0, None))[: len(chunks)]
+    chunk_of = np.repeat(np.arange(len(per_chunk)), per_chunk)
+    if len(chunk_of) < len(sizes):
+        raise Mp4IndexError(f"{name}: stsc places {len(chunk_of)} samples in chunks, stsz sizes {len(sizes)}")
+    chunk_of = chunk_of[: len(sizes)]
+    before = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # bytes of all samples before each one
+    chunk_first = np.concatenate([[0], np.cumsum(per_chunk)[:-1]])  # each chunk's first sample
+    return chunks[chunk_of] + before - before[chunk_first[chunk_of]]
+
+
+def _edit_shift(moov, trak: dict, timescale: int, movie_timescale: int, name: str) -> int:
+    """What the edit list adds to every pts (media timescale): leading empty edits minus the media time where
+    the one edit starts. More than one non-empty edit, or a rate other than 1, is refused."""
+    if "edts" not in trak:
+        return 0
+    edts = _children(moov, *trak["edts"][0], name)
+    if "elst" not in edts:
+        return 0
+    start, end = edts["elst"][0]
+    layout = ">Qq" if moov[start] == 1 else ">Ii"
+    (count,) = struct.unpack_from(">I", moov, start + 4)
+    width = struct.calcsize(layout) + 4
+    if start + 8 + count * width > end:
+        raise Mp4IndexError(f"{name}: the edit list claims {count} edits but its box is shorter (corrupt moov)")
+    empty, media = 0, None
+    for i in range(count):
+        duration, media_time = struct.unpack_from(layout, moov, start + 8 + i * width)
+        rate = struct.unpack_from(">h", moov, start + 8 + i * width + width - 4)[0]
+        if media_time == -1:
+            if media is not None:
+                raise Mp4IndexError(f"{name}: an edit list with an empty edit after media is not supported")
+            empty += duration
+            continue
+        if media is not None or rate != 1:
+            raise Mp4IndexError(f"{name}: an edit list of several edits (or a rate other than 1) is not supported")
+        media = media_time
+    return round(empty * timescale / movie_timescale) - (media or 0)

@@ -1,0 +1,180 @@
+"""Which bytes of a remote file a part of it needs: the container index of an MP4 video (`dl.kits.mp4_index`)
+or the footer of a parquet file, read once per run with a few ranged reads, turned into byte ranges.
+
+A `FilePlan` is what every reader of the file reads (`header`: an MP4's top-level boxes, `moov` and first
+samples; a parquet file's footer) plus a `check`: the sha1 of the index bytes as they were when planned, so a
+reader that fetches them again notices a file that changed since (and never decodes garbage through a
+stale index). `video_part` maps a time span (an episode's `from_timestamp`/`to_timestamp`) to the byte ranges
+of its frames, from the keyframe at or before the first; `rows_part` maps an episode to the row groups whose
+`episode_index` statistics admit it.
+"""
+
+import hashlib
+import io
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...contracts.errors import DlError
+from ..mp4_index import SampleIndex, merge_ranges, read_index
+
+Read = Callable[[int, int], bytes]
+TAIL_BYTES = 64 << 10
+"""The last bytes of a parquet file read first: the footer's length and, usually, the footer itself (pyarrow
+reads as much when it opens a file)."""
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """What every reader of one file reads.
+
+    Attributes:
+        size: the file's size in bytes when planned.
+        header: `[start, end)` ranges every reader reads (container index, first samples; parquet footer).
+        check: `(start, end, sha1 hex)` of the index bytes as planned.
+    """
+
+    size: int
+    header: tuple[tuple[int, int], ...]
+    check: tuple[int, int, str]
+
+    def to_dict(self) -> dict:
+        return {"size": self.size, "header": [list(r) for r in self.header], "check": list(self.check)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "FilePlan":
+        return cls(int(data["size"]), tuple((int(a), int(b)) for a, b in data["header"]), tuple(data["check"]))
+
+    @property
+    def header_bytes(self) -> int:
+        return sum(b - a for a, b in self.header)
+
+
+@dataclass(frozen=True)
+class Part:
+    """The bytes one span of a file needs: `ranges` to fetch (`[start, end)`, merged) and `needed`, the bytes
+    its frames or rows occupy (for read amplification: keyframe lead-in, decoder read-ahead and the share of a
+    row group other episodes use do not count)."""
+
+    ranges: tuple[tuple[int, int], ...]
+    needed: int
+
+
+class _Reader:
+    """Keeps what `read` returned, so a check digest can be taken of bytes already read."""
+
+    def __init__(self, read: Read):
+        self.read, self.got = read, []
+
+    def __call__(self, start: int, end: int) -> bytes:
+        data = self.read(start, end)
+        self.got.append((start, data))
+        return data
+
+    def bytes(self, start: int, end: int) -> bytes:
+        for base, data in self.got:
+            if base <= start and end <= base + len(data):
+                return data[start - base:end - base]
+        return self.read(start, end)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()
+
+
+def plan_video(read: Read, size: int, name: str) -> tuple[FilePlan, SampleIndex]:
+    """Read an MP4's index. Raises `dl.kits.mp4_index.Mp4IndexError` for files it cannot index."""
+    reader = _Reader(read)
+    index = read_index(reader, size, name)
+    moov = index.moov
+    return FilePlan(size, index.header, (*moov, digest(reader.bytes(*moov)))), index
+
+
+def video_part(index: SampleIndex, from_s: float, to_s: float) -> Part:
+    """The bytes of the frames shown in `[from_s, to_s)` seconds."""
+    first, last, shown_first, shown_last = index.decode_span(from_s, to_s)
+    return Part(tuple(index.byte_ranges(first, last)), index.bytes_of(shown_first, shown_last))
+
+
+class ParquetPlanError(DlError):
+    """A parquet file's footer cannot be read; the message names the file."""
+
+
+def plan_parquet(read: Read, size: int, name: str):
+    """Read a parquet file's footer: `(FilePlan, pyarrow FileMetaData)`.
+
+    Raises:
+        ParquetPlanError: no parquet magic, or a footer pyarrow cannot parse.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if size < 12:
+        raise ParquetPlanError(f"{name} ({size} bytes) is too small to be a parquet file")
+    tail_start = max(0, size - TAIL_BYTES)
+    tail = read(tail_start, size)
+    if len(tail) != size - tail_start or tail[-4:] != b"PAR1":
+        raise ParquetPlanError(f"{name} does not end with the parquet magic (truncated, or not parquet)")
+    (length,) = struct.unpack("<I", tail[-8:-4])
+    start = size - 8 - length
+    if start < 4:
+        raise ParquetPlanError(f"{name}: footer length {length} does not fit the file's {size} bytes")
+    if start < tail_start:
+        tail_start, tail = start, read(start, size)
+    footer = tail[start - tail_start:]
+    try:
+        metadata = pq.read_metadata(_Sparse(size, tail_start, tail))
+    except (pa.ArrowException, OSError) as exc:
+        raise ParquetPlanError(f"{name}: unreadable parquet footer ({exc})") from None
+    # pyarrow opens a file by reading its last 64 KiB (at least the footer): every reader reads those
+    return FilePlan(size, ((min(start, max(0, size - TAIL_BYTES)), size),), (start, size, digest(footer))), metadata
+
+
+def rows_part(metadata, episode: int) -> Part:
+    """The row groups of a parquet file whose `episode_index` statistics admit `episode` (all when it has no
+    statistics), as merged byte ranges; `needed`: their bytes times the episode's share of their rows (from
+    the statistics: an episode alone in its row groups needs them whole)."""
+    ranges, needed = [], 0.0
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        columns = [group.column(i) for i in range(group.num_columns)]
+        stats = next((c.statistics for c in columns if c.path_in_schema == "episode_index"), None)
+        if stats is not None and stats.has_min_max and not stats.min <= episode <= stats.max:
+            continue
+        starts = [c.dictionary_page_offset if c.has_dictionary_page and c.dictionary_page_offset else
+                  c.data_page_offset for c in columns]
+        start, end = min(starts), max(s + c.total_compressed_size for s, c in zip(starts, columns, strict=True))
+        ranges.append((start, end))
+        span = (stats.max - stats.min + 1) if stats is not None and stats.has_min_max else 1
+        needed += (end - start) / span
+    return Part(tuple(merge_ranges(ranges)), int(needed))
+
+
+class _Sparse(io.RawIOBase):
+    """A file of `size` bytes of which only `[start, size)` is known, for pyarrow to parse a footer in it: pyarrow
+    reads the last 64 KiB speculatively, so bytes before `start` read as zeros (the footer, whose length is
+    known, lies inside `[start, size)`, and nothing else is parsed)."""
+
+    def __init__(self, size: int, start: int, data: bytes):
+        self.size, self.start, self.data, self.pos = size, start, data, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.pos = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence] + offset
+        return self.pos
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.size - self.pos)
+        chunk = bytes(max(0, min(n, self.start - self.pos))) + self.data[max(0, self.pos - self.start):
+                                                                        self.pos - self.start + n]
+        buffer[: len(chunk)] = chunk
+        self.pos += len(chunk)
+        return len(chunk)

@@ -1,0 +1,104 @@
+"""Seekable files over a remote file, as `dl.kits.remote.source.RemoteSource` hands them to decoders (torchcodec
+takes file-like objects) and to pyarrow: `RangeReader` streams every read as a ranged request; `CachedView`
+serves the ranges the source's prefetch cache holds (a video's index and an episode's frames, a parquet
+footer and row groups) and reads anything else remotely, so a reader never waits for a whole file and never
+gets bytes that are not the file's."""
+
+import io
+import os
+from typing import Protocol
+
+from .file_cache import Located
+
+
+class Reads(Protocol):
+    """What the views need of their source."""
+
+    def remote_read(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes `[start, end)` of `rel` from the store (counted as a remote read and as network wait)."""
+
+    def cached(self, rel: str, pos: int) -> Located | None:
+        """The local copy of the cached range of `rel` holding `pos`, waiting for its download (None: not
+        cached)."""
+
+
+class _Seekable(io.RawIOBase):
+    def __init__(self, rel: str, size: int):
+        self.rel, self.size, self.pos = rel, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+
+class RangeReader(_Seekable):
+    """A seekable raw file over a remote file: each `readinto` is one ranged request through the source."""
+
+    def __init__(self, source: Reads, rel: str, size: int):
+        super().__init__(rel, size)
+        self.source = source
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.size - self.pos)
+        if n <= 0:
+            return 0
+        data = self.source.remote_read(self.rel, self.pos, self.pos + n)
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+class CachedView(_Seekable):
+    """A seekable raw file over a remote file whose admitted ranges are cached: a read inside a cached range
+    is served from its local copy (up to the range's end: a short read, as files may give), a read elsewhere
+    is fetched remotely, at most `block_size` bytes.
+
+    Args:
+        source: the remote source (`Reads`).
+        rel: the file, relative to the source root.
+        size: its size in bytes.
+        block_size: the most bytes one remote read fetches.
+    """
+
+    def __init__(self, source: Reads, rel: str, size: int, block_size: int):
+        super().__init__(rel, size)
+        self.source, self.block_size = source, block_size
+        self._fd: tuple[str, int] | None = None  # (path, fd) of the last local copy read
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.size - self.pos)
+        if n <= 0:
+            return 0
+        located = self.source.cached(self.rel, self.pos)
+        if located is not None:
+            data = os.pread(self._open(located.path), min(n, located.end - self.pos), self.pos - located.start)
+        else:
+            data = self.source.remote_read(self.rel, self.pos, self.pos + min(n, self.block_size))
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    def _open(self, path: str) -> int:
+        if self._fd is None or self._fd[0] != path:
+            self._close_fd()
+            self._fd = (path, os.open(path, os.O_RDONLY))
+        return self._fd[1]
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd[1])
+            self._fd = None
+
+    def close(self) -> None:
+        self._close_fd()
+        super().close()

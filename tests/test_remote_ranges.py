@@ -1,0 +1,127 @@
+"""Remote sources read byte ranges, against moto's S3 server on loopback: an episode of a long video fetches its
+frames' ranges and the index, not the file, and decodes the same frames as the local file; the indexes are
+read once and travel in `state()`; a file that changed after it was indexed, or a range that comes back short,
+fails naming the file; a data file's episode reads its row groups only; progress without a terminal."""
+
+import io
+import shutil
+import subprocess
+
+import pytest
+from remote_helpers import s3, s3_source, upload  # noqa: F401 (fixtures)
+from rich.console import Console
+
+import dl
+from dl.contracts.source import FileSpan
+from dl.format.metadata import DatasetMeta
+from dl.host.assembly import build_loader
+from dl.plugins.cpu_decoder import CpuDecoder
+
+REL = "videos/cam/file-000.mp4"
+
+
+@pytest.fixture(scope="module")
+def long_video(tmp_path_factory):
+    """A folder holding a 10 s 640x480 AV1 (GOP 2) test-pattern video at REL, ~2 MB, moov at the end."""
+    if shutil.which("ffmpeg") is None:
+        pytest.fail("ffmpeg is needed to write the test video (apt-get install ffmpeg)")
+    root = tmp_path_factory.mktemp("long")
+    (root / REL).parent.mkdir(parents=True)
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i",
+                    "testsrc2=size=640x480:rate=30", "-frames:v", "300", "-pix_fmt", "yuv420p", "-c:v", "libsvtav1",
+                    "-preset", "12", "-g", "2", str(root / REL)], check=True)
+    return root
+
+
+def span(size: int, start: float, stop: float) -> FileSpan:
+    return FileSpan(REL, size=size, from_timestamp=start, to_timestamp=stop)
+
+
+def test_an_episode_of_a_long_video_fetches_its_ranges_and_decodes_like_the_file(s3, long_video):  # noqa: F811
+    source = s3_source(s3, upload(s3, long_video))
+    size = source.list_files("videos")[REL]
+    spans = [span(size, 4.0, 6.0)]
+    planned = source.prepare(spans)
+    assert planned < size / 2  # an index and 2 s of a 10 s video
+    source.reset_stats()
+    source.admit(7, spans)
+    timestamps = [4.0 + k / 30 for k in range(60)]
+    got = CpuDecoder().frames_in_run(source, REL, timestamps)
+    from torchcodec.decoders import VideoDecoder
+
+    want = VideoDecoder(str(long_video / REL), seek_mode="approximate").get_frames_in_range(120, 180)
+    assert (got.data == want.data).all()
+    stats = source.stats()
+    assert stats["remote_reads"] == 0 and stats["cache_hits"] > 0
+    assert stats["bytes_prefetched"] == planned and stats["bytes_fetched"] == planned
+    assert stats["first_admission_s"] > 0
+    source.release(7)
+
+
+def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa: F811
+    url = upload(s3, long_video)
+    host = s3_source(s3, url)
+    size = host.list_files("videos")[REL]
+    spans = [span(size, 0.0, 2.0), span(size, 2.0, 4.0)]
+    host.prepare(spans)
+    assert host.stats()["requests"] == 1 + 2  # the listing, then the head and the trailing moov
+    rank = s3_source(s3, url)
+    rank.restore(host.state())
+    assert rank.prepare(spans) == host.prepare(spans)
+    assert rank.stats()["requests"] == 0 and rank.fingerprint(REL) == host.fingerprint(REL)
+
+
+def test_a_file_that_changed_after_indexing_fails_naming_it(s3, long_video, tmp_path):  # noqa: F811
+    url = upload(s3, long_video)
+    source = s3_source(s3, url)
+    size = source.list_files("videos")[REL]
+    source.prepare([span(size, 4.0, 6.0)])
+    changed = tmp_path / "changed.mp4"  # the same length of video, encoded anew: another moov
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i",
+                    "testsrc2=size=640x480:rate=30", "-frames:v", "300", "-pix_fmt", "yuv420p", "-c:v", "libsvtav1",
+                    "-preset", "12", "-g", "4", str(changed)], check=True)
+    s3.filesystem().put_file(str(changed), f"{url.removeprefix('s3://')}/{REL}")
+    source.admit(0, [span(size, 4.0, 6.0)])
+    with pytest.raises(dl.DlError, match=rf"{REL}.*(changed since it was indexed|changed since it was listed)"):
+        CpuDecoder().frames_in_run(source, REL, [4.0, 4.0 + 1 / 30])
+
+
+def test_a_short_range_fails_naming_the_file(s3, long_video):  # noqa: F811
+    url = upload(s3, long_video)
+    source = s3_source(s3, url)
+    size = source.list_files("videos")[REL]
+    source.prepare([span(size, 4.0, 6.0)])
+    data = (long_video / REL).read_bytes()
+    s3.filesystem().pipe_file(f"{url.removeprefix('s3://')}/{REL}", data[: size // 3])  # cut short
+    source.admit(0, [span(size, 4.0, 6.0)])
+    with pytest.raises(dl.DlError, match=rf"{REL}: .*bytes .*: the file changed since it was listed"):
+        source.settle()
+
+
+def test_an_episode_reads_only_its_row_groups(s3, dataset_factory):  # noqa: F811
+    root = dataset_factory(episodes=6, episodes_per_file=6, frames_per_episode=(300, 400), row_group_size=100,
+                           state_dim=64, action_dim=64, cameras=0)
+    source = s3_source(s3, upload(s3, root))
+    meta = DatasetMeta.load(source)
+    ep = meta.episodes[3]
+    data_size = meta.files[ep.data_path]
+    planned = source.prepare(meta.file_spans(ep))
+    assert planned < data_size
+    source.reset_stats()
+    dataset = dl.make_dataset(str(root), source="local", loader="map", episodes=[3])
+    local = [dataset[i]["index"].item() for i in range(len(dataset))]
+    remote = build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[3])).loader
+    assert [remote[i]["index"].item() for i in range(len(remote))] == local
+    assert source.stats()["remote_reads"] == 0
+
+
+def test_progress_lines_without_a_terminal_take_counts_with_no_total():
+    from dl.bench.progress import rich_progress
+
+    out = io.StringIO()
+    with rich_progress("run", Console(file=out, force_terminal=False, width=200)) as progress:
+        progress("download MB", 1.5, None)
+        progress("warm-up", 1, 4)
+        progress("warm-up", 4, 4)
+        progress("download MB", 3.0, None)
+    assert out.getvalue().splitlines() == ["run: download MB 2", "run: warm-up 1/4", "run: warm-up 4/4"]
