@@ -23,6 +23,7 @@ from .synthetic_spec import (
     _CODEC_ARGS,
     SyntheticConfig,
     _code_cells,
+    _frame_code_stats,
     action_value,
     camera_key,
     frame_code,
@@ -234,13 +235,3 @@ def _task_table(count: int, text: Callable[[int], str], column: str) -> pd.DataF
     """A tasks (or subtasks) table as LeRobot writes it: the text as the pandas index, the index as a column."""
     return pd.DataFrame({column: np.arange(count, dtype=np.int64)},
                         index=pd.Index([text(t) for t in range(count)], dtype=object))
-
-
-def _frame_code_stats(white: float, texture: int) -> dict[str, float]:
-    """LeRobot's per-channel image stats in [0, 1] of ``frame_code`` frames whose cells are a share ``white`` of
-    white: exact without texture, else the texture's expected values (its shifts are equally likely)."""
-    shift = np.arange(texture + 1) / 255
-    values = np.concatenate([shift, 1 - shift])
-    weights = np.repeat([(1 - white) / (texture + 1), white / (texture + 1)], texture + 1)
-    mean = float(weights @ values)
-    return {"min": 0.0, "max": 1.0, "mean": mean, "std": float(weights @ (values - mean) ** 2) ** 0.5}
