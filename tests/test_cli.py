@@ -6,8 +6,6 @@ import json
 import os
 import pathlib
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch.utils.data
 from cli_helpers import (
@@ -25,6 +23,7 @@ from dl.bench.default_dataset import DATASET_TAG
 from dl.bench.runner import RunFailed, run_benchmark
 from dl.bench.spec import RunSpec
 from dl.contracts.needs import DataLoaderNeeds
+from dl.testing.broken_cases import corrupt_payload
 from dl.testing.synthetic import camera_key
 
 # ------------------------------------------------------------------------------ the main benchmark
@@ -207,16 +206,9 @@ def test_run_not_a_dataset(tmp_path):
 
 @pytest.mark.slow
 def test_run_failing_in_the_child_exits_non_zero(small_dataset, writable_copy, tmp_path):
-    # the files exist (so the up-front check passes) but episode 4's video is not where meta/episodes says
+    # the files exist and their headers open (so the up-front checks pass), but episode 4's video payload is corrupt
     root = writable_copy(small_dataset)
-    path = root / "meta/episodes/chunk-000/file-000.parquet"
-    table = pq.read_table(path)
-    column = f"videos/{camera_key(0)}/from_timestamp"
-    values = [v + (100.0 if e == 4 else 0.0) for v, e in zip(table.column(column).to_pylist(),
-                                                               table.column("episode_index").to_pylist(),
-                                                               strict=True)]
-    i = table.schema.get_field_index(column)
-    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(values, pa.float64())), path)
+    corrupt_payload(root, f"videos/{camera_key(0)}/chunk-000/file-001.mp4")
     out = tmp_path / "out"
     result = invoke("run", "--root", root, *FAST, "--num-workers", "0", "--episodes", "4", "--out-dir", out)
     assert result.exit_code == 1

@@ -54,7 +54,7 @@ def test_a_factory_that_cannot_take_the_positionals_is_refused():
 
 def test_make_dataset_refuses_an_option_the_loader_does_not_take(small_dataset):
     with pytest.raises(PluginError, match=r"loader 'map' \(dl\) does not take option episode_pool_size\. It accepts: "
-                                          r"none \(set them with --loader-option KEY=VALUE\)\."):
+                                          r"tabular_cache_bytes='16G' \(set them with --loader-option KEY=VALUE\)\."):
         dl.make_dataset(str(small_dataset), loader="map", loader_options={"episode_pool_size": 8})
     with pytest.raises(PluginError, match=r"It accepts: episode_pool_size=16, drop_last=False"):
         dl.make_dataset(str(small_dataset), loader="pool", loader_options={"pool_size": 8})

@@ -73,7 +73,7 @@ def test_dl_plugins_json_lists_builtins():
         "episode_pool_size": (16, False), "drop_last": (False, False), "decode_budget": ("256M", False),
         "decode_chunk_frames": ("auto", False)}
     assert "episodes open at once per consumer" in pool["episode_pool_size"]["help"]
-    assert got[("loader", "map")]["options"] == []
+    assert [(o["name"], o["default"]) for o in got[("loader", "map")]["options"]] == [("tabular_cache_bytes", "16G")]
     cpu = {o["name"]: o["default"] for o in got[("decoder", "cpu")]["options"]}
     assert cpu == {"cache_size": None, "cache_bytes": 512_000_000, "num_threads": 1, "seek_mode": "auto",
                    "camera_threads": "auto", "resize": None}
@@ -90,7 +90,7 @@ def test_dl_plugins_table_lists_builtins():
     for key in BUILTINS:
         assert rows[key][2:4] == ["dl", version("dl")]
     assert rows[("loader", "pool")][4].startswith("episode_pool_size=16, drop_last=False, decode_budget='256M'")
-    assert rows[("loader", "map")][4] == "none"
+    assert rows[("loader", "map")][4] == "tabular_cache_bytes='16G'"
     assert "failed to load" not in proc.stdout
 
 

@@ -16,10 +16,10 @@ from dl.kits.remote.file_cache import default_base, host_name
 HOLDER = """
 import sys
 from pathlib import Path
-from dl.kits.remote.file_cache import PrefetchCache
-cache = PrefetchCache(Path(sys.argv[1]), 100, lambda rel, size, out: out.write(b"x" * size), threads=1)
-cache.admit(0, {"video.mp4": 10})
-print(cache.local_path("video.mp4"), flush=True)
+from dl.kits.remote.file_cache import Piece, PrefetchCache
+cache = PrefetchCache(Path(sys.argv[1]), 100, lambda rel, start, end, out: out.write(b"x" * (end - start)), threads=1)
+cache.admit(0, [Piece("video.mp4", 0, 10)])
+print(cache.locate("video.mp4", 0).path, flush=True)
 sys.stdin.readline()  # holds its download until told to stop
 cache.close()
 """

@@ -81,6 +81,7 @@ total = torch.ones(1)
 dist.all_reduce(total)
 open(sys.argv[1], "w").write(json.dumps({"sum": total.item(), "port": port, "held_by_launcher": port in listening,
                                          "agent_store": os.environ.get("TORCHELASTIC_USE_AGENT_STORE")}))
+dist.destroy_process_group()  # as a run ends (dl.bench.runner): no gloo thread left running at exit
 """
 
 
