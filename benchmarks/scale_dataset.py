@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dl.testing.synthetic import SyntheticConfig, camera_key, frame_code, task_string
-from dl.testing.synthetic import _info as synthetic_info
+from dl.testing.synthetic_writer import info_json as synthetic_info
 
 EPISODES_PER_META_FILE = 100_000
 """Rows per meta/episodes parquet file (LeRobot rolls these files over by size)."""

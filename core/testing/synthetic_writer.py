@@ -100,7 +100,7 @@ def _stats(values: np.ndarray) -> dict[str, list]:
             "std": v.astype(np.float64).std(0).tolist(), "count": [len(v)]}
 
 
-def _info(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
+def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
     """The `meta/info.json` document."""
     video = {"video.height": cfg.height, "video.width": cfg.width, "video.codec": cfg.info_codec or cfg.codec,
              "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": cfg.fps, "video.channels": 3,
@@ -222,7 +222,7 @@ def write_dataset(dst: pathlib.Path, cfg: SyntheticConfig, ffmpeg: str | None,
     _task_table(cfg.tasks, task_string, "task_index").to_parquet(dst / "meta" / "tasks.parquet")
     if cfg.subtasks:
         _task_table(cfg.subtasks, lambda s: f"step {s}", "subtask_index").to_parquet(dst / "meta" / "subtasks.parquet")
-    (dst / "meta" / "info.json").write_text(json.dumps(_info(cfg, len(index)), indent=4) + "\n")
+    (dst / "meta" / "info.json").write_text(json.dumps(info_json(cfg, len(index)), indent=4) + "\n")
     stats = {name: _stats(col) for name, col in columns.items()}
     for cam, key in enumerate(cfg.camera_keys):  # equal R, G, B; every frame has both black and white cells
         white = float(np.mean([_code_cells(int(i), cam).mean() for i in index]))  # cells have equal areas

@@ -18,9 +18,12 @@ from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
+
 from ..contracts.decoder import Decoder
 from ..contracts.errors import format_indices
-from ..format.metadata import DatasetMeta, EpisodeMeta, VideoSpan
+from ..format.episodes import EpisodeColumns
+from ..format.metadata import DatasetMeta, EpisodeMeta
 from ..host.assembly import build_decoder, open_source
 from .ffmpeg import Processes, TranscodeError, check_encoder, encode, frames_of, psnr, tools
 from .options import TranscodeOptions
@@ -141,7 +144,7 @@ class Transcoder:
 
     def _rows(self) -> dict:
         """Every episode's row timestamps, read from the copied data files."""
-        local = DatasetMeta(open_source(str(self.dst), "local"), self.meta.info, self.meta.episodes, self.meta.tasks,
+        local = DatasetMeta(open_source(str(self.dst), "local"), self.meta.info, self.meta.columns, self.meta.tasks,
                             self.meta.stats, {})
         files = len({ep.data_path for ep in self.meta.episodes.values()})
         done = [0]
@@ -242,13 +245,20 @@ class Transcoder:
         return record
 
 
-def _respanned(meta: DatasetMeta, spans: dict[str, dict[int, tuple[float, float]]]) -> dict[int, EpisodeMeta]:
-    out = {}
-    for index, ep in meta.episodes.items():
-        videos = {key: VideoSpan(span.path, *spans[key][index]) if index in spans.get(key, {}) else span
-                  for key, span in ep.videos.items()}
-        out[index] = dataclasses.replace(ep, videos=videos)
-    return out
+def _respanned(meta: DatasetMeta, spans: dict[str, dict[int, tuple[float, float]]]) -> EpisodeColumns:
+    """`meta`'s episode columns with the camera spans `spans` gives (`{camera key: {episode: (from, to)}}`, seconds in
+    the new files) in place of the old ones."""
+    columns = meta.columns
+    arrays = dict(columns.arrays)
+    for key, by_episode in spans.items():
+        start, end = np.array(columns.from_timestamp[key], dtype=np.float64), np.array(columns.to_timestamp[key],
+                                                                                      dtype=np.float64)
+        for index, (first, last) in by_episode.items():
+            at = columns.position(index)
+            start[at], end[at] = first, last
+        arrays[f"videos/{key}/from_timestamp"], arrays[f"videos/{key}/to_timestamp"] = start, end
+    return EpisodeColumns(arrays, {"data_paths": columns.data_paths, "video_paths": columns.video_paths,
+                                   "task_sets": columns.task_sets})
 
 
 def _finite(db: float) -> float | None:

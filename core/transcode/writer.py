@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from ..contracts.decoder import Decoder, codec_matches
 from ..contracts.errors import DlError, describe
-from ..format.checks import check_episode_meta
+from ..format.episode_checks import describe_problems
 from ..format.metadata import DatasetMeta
 from ..format.tabular import read_episode_tables
 from .ffmpeg import TranscodeError
@@ -112,10 +112,8 @@ def check_result(meta: DatasetMeta, decoder: Decoder, options: TranscodeOptions)
     Raises:
         TranscodeError: what does not hold, naming the file and the episode.
     """
-    try:
-        check_episode_meta(meta.source.url, meta.info, meta.episodes)
-    except DlError as exc:
-        raise TranscodeError(f"the new metadata is inconsistent: {describe(exc)}") from None
+    if meta.problems:  # index ranges against lengths, camera spans against lengths and each other
+        raise TranscodeError(f"the new metadata is inconsistent: {describe_problems(meta.problems)}.")
     by_file: dict[str, list] = {}
     for ep in meta.episodes.values():
         for span in ep.videos.values():
