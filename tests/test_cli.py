@@ -323,3 +323,19 @@ def test_dl_run_refuses_more_workers_than_the_machine_runs_before_running(small_
     assert "--num-workers" in proc.stderr and "num_workers=999: this machine can run at most" in proc.stderr
     assert "set DL_MAX_WORKERS=999 to allow it" in proc.stderr
     assert not (tmp_path / "out").exists(), "nothing may run or be written"
+
+
+@pytest.mark.parametrize("loader", ["map", "pool"])
+def test_the_window_starts_at_the_same_epoch_however_long_the_timed_pass_ran(dataset_factory, loader):
+    """The single-process pass is timed, so how many epochs it rolls over varies; ranks deal each epoch's episodes
+    among themselves, so every rank's window must start at one epoch: the one after the pass's first."""
+    dataset = dl.make_dataset(str(dataset_factory(episodes=3, frames_per_episode=(4, 4), cameras=0)), loader=loader)
+    start = dataset.epoch
+    spec = RunSpec(root="unused", num_workers=0, duration=4.0, warmup_batches=0, single_proc_samples=40)
+    single = dl.bench.runner._single_process(dataset, _NoDecode(), spec, lambda *a: None)
+    assert single["single_proc_samples"] >= 40 > 3 * 4  # more samples than an epoch has frames: it rolled over
+    assert dataset.epoch == start + 1
+
+
+class _NoDecode:
+    decode_s = 0.0

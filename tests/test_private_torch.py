@@ -28,7 +28,7 @@ def test_without_use_counts_batches_take_fresh_memory_and_say_so_once(small_data
     monkeypatch.delattr(torch._C, "_storage_Use_Count")
     dataset = dl.make_dataset(str(small_dataset), image_dtype="uint8")
     version = re.escape(torch.__version__)
-    with pytest.warns(RuntimeWarning, match=rf"torch {version} has no torch\._C\._storage_Use_Count: .*fresh shared"):
+    with pytest.warns(RuntimeWarning, match=rf"torch {version} has no torch\._C\._storage_Use_Count: .*fresh memory"):
         loader = dl.make_dataloader(dataset, batch_size=4, num_workers=1)
     assert "frame_buffers" not in loader.facts()
     batches = list(loader)

@@ -152,9 +152,20 @@ def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Pro
     `single_proc_warmup_s` of untimed samples (imports, decoder opens, the first reads and page faults are
     start-up costs; at most a quarter of the window), at least `single_proc_s` seconds (at most half the window)
     and `single_proc_samples` samples timed, the rate with the spread of its half-second blocks, and the split of
-    the time into decode and the rest. Epochs roll over if the pass outlasts one."""
+    the time into decode and the rest. Epochs roll over if the pass outlasts one; afterwards the loader is set to
+    the epoch after the pass's first, so every rank starts its window at the same epoch however many epochs its
+    timed pass rolled over (ranks deal each epoch's episodes among themselves)."""
     if not isinstance(dataset, torch.utils.data.IterableDataset) and len(dataset) == 0:
         raise RunFailed("the loader holds 0 samples; check --episodes and the dataset.")
+    first_epoch = getattr(dataset, "epoch", None)
+    try:
+        return _timed_single_process(dataset, decoder, spec, progress)
+    finally:
+        if first_epoch is not None and hasattr(dataset, "set_epoch"):
+            dataset.set_epoch(first_epoch + 1)
+
+
+def _timed_single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) -> dict:
     warmup_s, seconds = min(spec.single_proc_warmup_s, spec.duration / 4), min(spec.single_proc_s, spec.duration / 2)
     timer = SteadyTimer(warmup_s, seconds, spec.single_proc_samples, limit_s=warmup_s + spec.duration,
                         on_start=lambda: setattr(decoder, "decode_s", 0.0))

@@ -35,6 +35,14 @@ class HubSource(RemoteSource):
         self.repo_id, self.sha = repo_id, sha
         super().__init__(fs, root, "hub", url=f"hf://{root}", pinned={"revision": sha}, **kwargs)
 
+    @property
+    def fs(self) -> "fsspec.AbstractFileSystem":
+        """This process's `HfFileSystem` (rebuilt after fork), told that the pinned commit exists, so no process
+        asks the Hub about the revision again (`trust_commit`)."""
+        fs = super().fs
+        trust_commit(fs, self.repo_id, self.sha)
+        return fs
+
     def request_range(self, fs, path: str, start: int | None, end: int | None) -> bytes:
         from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
