@@ -116,8 +116,9 @@ def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> n
         first = np.rint(from_ts * meta.fps)
         last = first + np.maximum(lengths, 1) - 1
         query = from_ts[seg] + ts
-        frame = np.clip(np.rint(query * meta.fps), first[seg], last[seg])
-        np.maximum.at(out, seg, np.abs(query - frame / meta.fps))
+        with np.errstate(invalid="ignore"):  # a NaN timestamp: its episode is refused by the structure check
+            frame = np.clip(np.rint(query * meta.fps), first[seg], last[seg])
+            np.maximum.at(out, seg, np.abs(query - frame / meta.fps))
     return out
 
 

@@ -1,0 +1,110 @@
+"""dl.format.selection_checks: the whole-selection screen gives what `check_rows` one episode at a time gives (the
+first wrong episode's error, the largest timestamp gap's error naming the others, one NaN/inf warning with the
+counts), for any mix of wrong and right episodes, runs of any size and one or two cameras."""
+
+import re
+import types
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dl.contracts.errors import DlError
+from dl.format.checks import check_rows, check_tolerance, report_nonfinite
+from dl.format.metadata import EpisodeMeta, VideoSpan
+from dl.format.selection_checks import check_selection
+
+FPS = 10
+FEATURES = {"observation.state": {"dtype": "float32", "shape": [2]}, "timestamp": {"dtype": "float32", "shape": [1]}}
+SHIFTS = (0.0, 0.02, 0.04, 0.07, 0.15)
+"""Timestamp shifts in s (0.4, 0.7, 1.5 frames at 10 fps...), around the tolerances drawn."""
+FAULTS = ("none",) * 6 + ("shift",) * 3 + ("nan_state", "owner", "frame_index", "nan_timestamp", "rate", "task")
+
+
+def episode(index: int, length: int, start: float, cameras: int) -> EpisodeMeta:
+    videos = {f"cam{c}": VideoSpan(f"videos/cam{c}.mp4", start, start + length / FPS) for c in range(cameras)}
+    return EpisodeMeta(index, length, 0, length, "data/file-000.parquet", videos, ("task",))
+
+
+def rows(ep: EpisodeMeta, fault: str, shift: float) -> dict:
+    n = ep.length
+    out = {"episode_index": np.full(n, ep.index), "frame_index": np.arange(n), "timestamp": np.arange(n) / FPS,
+           "task_index": np.zeros(n, dtype=np.int64), "observation.state": np.ones((n, 2), dtype=np.float32)}
+    if fault == "owner":
+        out["episode_index"][-1] += 1
+    elif fault == "frame_index":
+        out["frame_index"][-1] += 1
+    elif fault == "nan_timestamp":
+        out["timestamp"][-1] = np.nan
+    elif fault == "rate" and n > 2:
+        out["timestamp"] = np.arange(n) / (2 * FPS)
+    elif fault == "task":
+        out["task_index"][0] = 7
+    elif fault == "shift":
+        out["timestamp"] = out["timestamp"] + shift
+    elif fault == "nan_state":
+        out["observation.state"][0, 1] = np.inf
+    return out
+
+
+def reference(meta, episodes, arrays, tolerance_s, strict):
+    """`check_selection` as one loop of `check_rows` (what the screen must equal)."""
+    worst, over, counts, with_nonfinite = None, [], {}, []
+    for ep, a in zip(episodes, arrays, strict=True):
+        gap, nonfinite = check_rows(meta, ep, a, None)
+        if gap >= tolerance_s:
+            over.append(ep.index)
+            if worst is None or gap > worst[0]:
+                worst = (gap, ep, a["timestamp"])
+        for key, n in nonfinite.items():
+            counts[key] = counts.get(key, 0) + n
+        if nonfinite:
+            with_nonfinite.append(ep.index)
+    if worst is not None:
+        check_tolerance(f"{meta.source.url}/{worst[1].data_path}", worst[1], FPS, worst[2], tolerance_s,
+                        [e for e in over if e != worst[1].index])
+    report_nonfinite(meta.source.url, counts, with_nonfinite, strict)
+
+
+def outcome(check) -> tuple[str, list[str]]:
+    """(the error raised, or "", the warnings issued)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            check()
+            error = ""
+        except DlError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    return error, [str(w.message) for w in caught]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(plan=st.lists(st.tuples(st.integers(1, 9), st.sampled_from(FAULTS), st.sampled_from(SHIFTS)), min_size=1,
+                     max_size=12),
+       cameras=st.integers(1, 2), run=st.integers(1, 5), tolerance_s=st.sampled_from([1e-4, 0.03, 0.05, 0.12]),
+       strict=st.booleans())
+def test_the_screen_equals_checking_each_episode(plan, cameras, run, tolerance_s, strict):
+    meta = types.SimpleNamespace(source=types.SimpleNamespace(url="file:///ds"), fps=FPS, features=FEATURES,
+                                 tasks={0: "task"}, subtasks={}, video_keys=[f"cam{c}" for c in range(cameras)])
+    episodes, arrays, start = [], [], 0.0
+    for i, (length, fault, shift) in enumerate(plan):
+        episodes.append(episode(i, length, start, cameras))
+        arrays.append(rows(episodes[-1], fault, shift))
+        start += length / FPS
+    runs = [(a, min(a + run, len(episodes)), {k: np.concatenate([x[k] for x in arrays[a:a + run]])
+                                                 for k in arrays[0]}) for a in range(0, len(episodes), run)]
+    expected = outcome(lambda: reference(meta, episodes, arrays, tolerance_s, strict))
+    got = outcome(lambda: check_selection(meta, episodes, arrays.__getitem__, runs, tolerance_s, strict))
+    assert got == expected
+
+
+def test_a_wrong_episode_is_named_with_its_row():
+    meta = types.SimpleNamespace(source=types.SimpleNamespace(url="file:///ds"), fps=FPS, features=FEATURES,
+                                 tasks={0: "task"}, subtasks={}, video_keys=["cam0"])
+    episodes = [episode(0, 5, 0.0, 1), episode(1, 5, 0.5, 1)]
+    arrays = [rows(episodes[0], "none", 0), rows(episodes[1], "frame_index", 0)]
+    runs = [(0, 2, {k: np.concatenate([a[k] for a in arrays]) for k in arrays[0]})]
+    with pytest.raises(DlError, match=re.escape("episode 1 has frame_index 5 at row 4")):
+        check_selection(meta, episodes, arrays.__getitem__, runs, 1e-4, False)
