@@ -115,6 +115,21 @@ def test_an_episode_reads_only_its_row_groups(s3, dataset_factory):  # noqa: F81
     assert source.stats()["remote_reads"] == 0
 
 
+def test_the_map_downloads_a_file_of_many_episodes_in_a_few_ranges(s3, dataset_factory):  # noqa: F811
+    """Every selected episode is needed at once, so the episodes of a file are admitted together and their adjacent
+    ranges come in a few requests per file, not one per episode (at 100,000 episodes that was minutes)."""
+    root = dataset_factory(episodes=24, episodes_per_file=12, frames_per_episode=(20, 30), cameras=1, codec="h264",
+                           gop=2, width=320, height=240, texture=44, row_group_size=None)  # episodes > read-ahead
+    source = s3_source(s3, upload(s3, root))
+    meta = DatasetMeta.load(source)
+    remote = build_loader(meta, "map", "cpu", config=dl.LoaderConfig(image_dtype="uint8")).loader
+    files = {f for ep in meta.episodes.values() for f in ep.files()}
+    assert source.stats()["ranges_prefetched"] <= 2 * len(files) < len(meta.episodes)
+    local = dl.make_dataset(str(root), source="local", loader="map", image_dtype="uint8")
+    assert [remote[i]["index"].item() for i in range(len(remote))] == [local[i]["index"].item() for i in
+                                                                        range(len(local))]
+
+
 def test_progress_lines_without_a_terminal_take_counts_with_no_total():
     from dl.bench.progress import rich_progress
 

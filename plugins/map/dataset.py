@@ -73,9 +73,9 @@ class MapDataset(torch.utils.data.Dataset):
         self.builder = SampleBuilder(meta, keys, decoder, config)
         self.builder.check_streams(self.episodes)
         if not meta.source.is_local:  # every selected episode's byte ranges are needed from the start
-            announce_download(meta, self.episodes)
-            for ep in self.episodes:
-                meta.source.admit(ep.index, meta.file_spans(ep))
+            spans = announce_download(meta, self.episodes)
+            for data_path, group in spans.items():  # one admission per data file: its episodes' adjacent ranges
+                meta.source.admit(data_path, group)  # merge into a few requests, not one per episode and file
         meta.source.settle()  # local copies before DataLoader workers fork (no-op for local sources)
         locate_all(meta, self.episodes)  # one warning for episodes meta/episodes places in the wrong data file
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys + meta.image_keys, limit)
@@ -165,13 +165,17 @@ class MapDataset(torch.utils.data.Dataset):
             yield self[i]
 
 
-def announce_download(meta: DatasetMeta, episodes) -> None:
+def announce_download(meta: DatasetMeta, episodes) -> dict[str, list]:
     """Have a remote source plan the selection's byte ranges (`Source.prepare`: it indexes the files) and say
-    (logger `dl.plugins.map`, INFO) how many bytes it will fetch before it does."""
-    total = meta.source.prepare([span for ep in episodes for span in meta.file_spans(ep)])
-    if total is None:
-        return
-    files = sorted({f for ep in episodes for f in ep.files()})
-    whole = sum(meta.files.get(f, 0) for f in files)
-    log.info("map loader: %d episode(s) need %.1f MB of %d file(s) (%.1f MB whole), from %s; fetching them now",
-             len(episodes), total / 1e6, len(files), whole / 1e6, meta.source.url)
+    (logger `dl.plugins.map`, INFO) how many bytes it will fetch before it does. Returns the episodes' spans
+    (`DatasetMeta.file_spans`) grouped by data file, in selection order."""
+    grouped: dict[str, list] = {}
+    for ep in episodes:
+        grouped.setdefault(ep.data_path, []).extend(meta.file_spans(ep))
+    total = meta.source.prepare([span for spans in grouped.values() for span in spans])
+    if total is not None:
+        files = sorted({span.path for spans in grouped.values() for span in spans})
+        whole = sum(meta.files.get(f, 0) for f in files)
+        log.info("map loader: %d episode(s) need %.1f MB of %d file(s) (%.1f MB whole), from %s; fetching them now",
+                 len(episodes), total / 1e6, len(files), whole / 1e6, meta.source.url)
+    return grouped
