@@ -9,6 +9,8 @@ Building is split in two so a loader can decode late: `tabular()` needs only RAM
 frames and the images stored in the data parquet.
 """
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -50,7 +52,8 @@ class SampleBuilder:
                                     config.tolerance_s)
         self.subtasks = "subtask_index" in keys and bool(meta.subtasks)
         self.sizes: dict[str, tuple[int, int]] = {}  # camera key -> (height, width) every file must have
-        self._files: dict[str, list[tuple[str, EpisodeMeta]]] = {}  # video file -> (camera, selected episode)
+        self._selection: Sequence[EpisodeMeta] = ()  # the selected episodes (`check_streams`)
+        self._file_keys: dict[str, str] = {}  # each selected video file -> its camera
         self._checked: set[str] = set()  # video files checked against the selection in this process
         self._bounds: dict[tuple[int, str], tuple[float, float]] = {}  # (episode, camera) -> first, last frame (s)
 
@@ -63,10 +66,7 @@ class SampleBuilder:
         Raises:
             DatasetFormatError: a span past its file's end, a frame size that differs between files.
         """
-        self._files = {}
-        for ep in episodes:
-            for key, span in ep.videos.items():
-                self._files.setdefault(span.path, []).append((key, ep))
+        self._selection, self._file_keys = episodes, _file_keys(episodes)
         if episodes and self.meta.video_keys:
             self.sizes = check_streams(self.meta, self.decoder, episodes[0], episodes)
             self._checked.update(span.path for span in episodes[0].videos.values())
@@ -76,12 +76,13 @@ class SampleBuilder:
         (`dl.format.streams.check_file`), from the decoder's facts of the file (which the `cpu` decoder keeps
         open for the decode that follows)."""
         for path in paths:
-            if path in self._checked or path not in self._files:
+            if path in self._checked or path not in self._file_keys:
                 continue
             facts = self.decoder.probe(self.meta.source, path)
-            held = self._files[path]
-            key = held[0][0]
-            check_file(self.meta, key, path, facts, [ep for k, ep in held if k == key], self.sizes.get(key))
+            key = self._file_keys[path]
+            holding = (self._selection.in_video_file(key, path) if hasattr(self._selection, "in_video_file")
+                       else [ep for ep in self._selection if ep.videos[key].path == path])
+            check_file(self.meta, key, path, facts, holding, self.sizes.get(key))
             self._checked.add(path)
 
     def tabular(self, arrays: EpisodeArrays, row: int) -> tuple[dict, VideoQueries]:
@@ -222,3 +223,19 @@ def _to_tensor(value):
     if isinstance(value, np.generic) and not isinstance(value, np.str_ | np.bytes_):
         return torch.from_numpy(np.array(value))  # 0-d, the scalar's dtype; 4x faster than torch.tensor
     return value
+
+
+def _file_keys(episodes) -> dict[str, str]:
+    """`{video file: camera key}` of the files the selected episodes use (the first camera naming a file), from the
+    selection's columns where it has them (no `EpisodeMeta` per episode)."""
+    out: dict[str, str] = {}
+    columns, positions = getattr(episodes, "columns", None), getattr(episodes, "positions", None)
+    if columns is not None:
+        for key in columns.video_keys:
+            for file in np.unique(columns.video_file[key][positions]).tolist():
+                out.setdefault(columns.video_paths[key][file], key)
+        return out
+    for ep in episodes:
+        for key, span in ep.videos.items():
+            out.setdefault(span.path, key)
+    return out

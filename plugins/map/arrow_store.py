@@ -95,15 +95,22 @@ class ArrowEpisodeStore:
 
     def runs(self, keys: list[str]) -> Iterator[tuple[int, int, EpisodeArrays]]:
         """`(first episode, end episode, {key: array [rows, *shape]})` per record batch: the numeric columns `keys`
-        of the stored episodes [first, end) at once, as read-only views of the map (for checks over the whole
-        selection, `dl.format.selection_checks`). Batches read here are not kept."""
+        of the stored episodes [first, end) at once (for checks over the whole selection,
+        `dl.format.selection_checks`). Read batch by batch into memory freed after each, not through the map: a
+        pass over every row would otherwise leave the whole file resident in this process, which DataLoader workers
+        fork from (at a million episodes, most of a gigabyte of RSS)."""
         if self._reader is None and not self._open():
             raise FileNotFoundError(f"{self.path} is gone (deleted from the cache folder); build the loader again.")
         bounds = np.searchsorted(self.starts, self._batch_starts)
-        for b in range(len(self._batch_starts) - 1):
-            columns = _columns(self._reader.get_batch(b))
-            yield int(bounds[b]), int(bounds[b + 1]), {k: v for k, v in columns.items()
-                                                       if k in keys and isinstance(v, np.ndarray)}
+        with pa.OSFile(self.path) as source:
+            reader = pa.ipc.open_file(source)
+            for b in range(len(self._batch_starts) - 1):
+                batch = reader.get_batch(b).select([k for k in keys if k in reader.schema.names])
+                columns = {k: v for k, v in _columns(batch).items() if isinstance(v, np.ndarray)}
+                del batch
+                yield int(bounds[b]), int(bounds[b + 1]), columns
+                del columns
+        pa.default_memory_pool().release_unused()
 
     def arrays(self, e: int) -> EpisodeArrays:
         """Columns of the e-th stored episode (in the order given to `build`).
