@@ -314,6 +314,14 @@ def episode_lengths(episodes) -> np.ndarray:
     return lengths if lengths is not None else np.array([e.length for e in episodes], dtype=np.int64)
 
 
+def episodes_in_file(episodes, key: str, path: str):
+    """The episodes of `episodes` whose camera `key` is stored in the video file `path`, in order: by column for a
+    selection (`EpisodeSelection.in_video_file`), one by one for a plain list of `EpisodeMeta`."""
+    if isinstance(episodes, EpisodeSelection):
+        return episodes.in_video_file(key, path)
+    return [ep for ep in episodes if ep.videos[key].path == path]
+
+
 class EpisodeSelection(Sequence):
     """Some episodes of a dataset, in the order given (the loaders' selection: ascending), as a read-only
     sequence of `EpisodeMeta` views built on demand, with their fields as arrays for vectorized code.

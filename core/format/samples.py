@@ -20,6 +20,7 @@ from ..contracts.errors import TimestampToleranceError
 from .checks import frame_range
 from .columns import EpisodeArrays
 from .delta import delta_indices, window
+from .episodes import episodes_in_file
 from .metadata import DatasetMeta, EpisodeMeta
 from .streams import check_file, check_streams
 
@@ -80,9 +81,7 @@ class SampleBuilder:
                 continue
             facts = self.decoder.probe(self.meta.source, path)
             key = self._file_keys[path]
-            holding = (self._selection.in_video_file(key, path) if hasattr(self._selection, "in_video_file")
-                       else [ep for ep in self._selection if ep.videos[key].path == path])
-            check_file(self.meta, key, path, facts, holding, self.sizes.get(key))
+            check_file(self.meta, key, path, facts, episodes_in_file(self._selection, key, path), self.sizes.get(key))
             self._checked.add(path)
 
     def tabular(self, arrays: EpisodeArrays, row: int) -> tuple[dict, VideoQueries]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from .checks import RATE_SLACK, check_rows, check_tolerance, report_nonfinite
+from .episodes import episode_lengths
 from .features import NUMERIC_DTYPES
 
 Run = tuple[int, int, dict]
@@ -65,7 +66,7 @@ def _screen(meta, episodes, first: int, end: int, columns: dict) -> tuple[np.nda
     `check_indices`, float64 [E] largest camera gap in s as `timestamp_gaps` measures it, {float key: int64 [E]
     NaN/inf values})."""
     part = episodes[first:end]
-    lengths = np.array([ep.length for ep in part], dtype=np.int64) if not hasattr(part, "lengths") else part.lengths
+    lengths = episode_lengths(part)
     index = _indices(part)
     n = len(lengths)
     seg = np.repeat(np.arange(n), lengths)

@@ -10,6 +10,7 @@ info.json's shape when the files agree with each other. Refused: an episode whos
 
 from ..contracts.decoder import Decoder, codec_matches
 from ..contracts.errors import DatasetFormatError, warn
+from .episodes import episodes_in_file
 from .features import video_info
 
 FPS_SLACK = 0.01
@@ -98,7 +99,5 @@ def check_streams(meta, decoder: Decoder, episode, episodes: list) -> dict[str, 
     for key, span in episode.videos.items():
         facts = decoder.probe(meta.source, span.path)
         sizes[key] = warn_claims(meta, key, span.path, facts)
-        holding = (episodes.in_video_file(key, span.path) if hasattr(episodes, "in_video_file")
-                   else [ep for ep in episodes if ep.videos[key].path == span.path])
-        check_file(meta, key, span.path, facts, holding, None)
+        check_file(meta, key, span.path, facts, episodes_in_file(episodes, key, span.path), None)
     return sizes
