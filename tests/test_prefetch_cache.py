@@ -313,7 +313,7 @@ def test_pieces_tile_the_gap_shallowest_first(first, grow, start, lo, length, at
     order = PieceOrder(first, first << grow)
     lo += start
     fixed = [(a, a + n) for a, n in atomic]
-    pieces = order.cut(start, (lo, lo + length), fixed)
+    pieces = order.cut(order.zones(start, lo + length), (lo, lo + length), fixed)
     assert pieces[0][0] == lo and pieces[-1][1] == lo + length
     assert all(a < b and b == c for (a, b, _), (c, _, _) in zip(pieces, pieces[1:] + [(lo + length, 0, 0)],
                                                                 strict=True))
@@ -321,4 +321,5 @@ def test_pieces_tile_the_gap_shallowest_first(first, grow, start, lo, length, at
     assert not any(a < b < z for _, b, _ in pieces[:-1] for a, z in fixed)  # no cut inside an atomic range
     if not fixed:
         assert all(b - a <= order.max_bytes for a, b, _ in pieces)
-        assert pieces[0][2] == order.depth(lo - start) and (lo != start or pieces[0][1] - lo <= first)
+        assert pieces[0][2] == order.depth(order.zones(start, lo + length), lo, lo + 1)
+        assert lo != start or pieces[0][1] - lo <= first

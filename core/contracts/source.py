@@ -32,7 +32,13 @@ class FileSpan:
 
     A source that reads byte ranges narrows a whole-file span by what it says of the file's content:
     `from_timestamp` / `to_timestamp` (seconds on a video's timeline: the frames shown in that span, as
-    meta/episodes gives them) or `episode` (a data file's rows of that episode_index)."""
+    meta/episodes gives them) or `episode` (a data file's rows of that episode_index).
+
+    `reads` says in which order a loader reads a video span, when it knows: `(start, end, rank)`, each a read
+    of the frames shown in `[start, end)` seconds on the video's timeline (e.g. the pool's first chunks of
+    frames, opened in an order it draws at admission); a source that prefetches fetches the bytes of rank 0
+    reads (of every admitted episode) before those of rank 1, and so on, and the bytes no read names last.
+    Empty: read from the span's start."""
 
     path: str
     start: int | None = None
@@ -42,6 +48,7 @@ class FileSpan:
     from_timestamp: float | None = None
     to_timestamp: float | None = None
     episode: int | None = None
+    reads: tuple[tuple[float, float, int], ...] = ()
 
 
 class Source:
@@ -170,6 +177,11 @@ class Source:
     def admit(self, key: object, files: list[FileSpan]) -> None:
         """A loader will soon read `files` for `key` (an episode index): a remote source may start fetching
         them. Called in the process that will read (a DataLoader worker), before the first read. No-op here."""
+
+    def expect(self, key: object, files: list[FileSpan]) -> None:
+        """The loader, which admitted `key`, reads the `reads` of `files` next (e.g. the pool's next chunk of an
+        episode whose chunk just opened): a prefetching source fetches them before the bytes it has not started
+        yet that later reads need. No-op here."""
 
     def release(self, key: object) -> None:
         """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.

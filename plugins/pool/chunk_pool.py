@@ -104,6 +104,8 @@ class ChunkPool:
         admitted: episodes admitted so far.
         on_admit: called with the episode (position) whenever one is admitted from now on (None: nothing);
             the episodes admitted before it was set are `open_episodes()`.
+        on_open: called with the episode (position) whenever one of its chunks opens from now on (None:
+            nothing).
         chunk: the chunk of the last emission (None before the first).
     """
 
@@ -112,7 +114,8 @@ class ChunkPool:
         if pool_size < 1 or chunk_frames < 1 or open_chunks < 1:
             raise ValueError(f"pool_size, chunk_frames and open_chunks must be >= 1, got {pool_size}, "
                              f"{chunk_frames}, {open_chunks}")
-        self.on_admit, self.chunk, self.admitted = None, None, 0
+        self.on_admit = self.on_open = self.chunk = None
+        self.admitted = 0
         self.rng, self.chunk_frames, self.open_chunks = rng, chunk_frames, open_chunks
         self._waiting = rng.permutation(len(episodes))  # admission order (from the end): uniform without replacement
         self._unadmitted = len(episodes)
@@ -129,8 +132,6 @@ class ChunkPool:
         chunks = [(int(part[0] // self.chunk_frames), part) for part in np.split(rows, cuts) if len(part)]
         order = self.rng.permutation(len(chunks))
         self.admitted += 1
-        if self.on_admit is not None:
-            self.on_admit(int(self._episodes[e]))
         return _Open(e, [chunks[i] for i in order], len(rows))
 
     def _activate(self) -> None:
@@ -144,6 +145,8 @@ class ChunkPool:
             index, rows = owner.chunks.pop()
             owner.open = [index, rows, self.rng.permutation(rows), len(rows)]
             self._active.append(owner)
+            if self.on_open is not None:
+                self.on_open(int(self._episodes[owner.e]))
 
     def __iter__(self):
         return self
@@ -162,15 +165,29 @@ class ChunkPool:
         if closed:
             owner.open = None
             self._active.remove(owner)
+        admitted = None
         if last:
             where = self._open.index(owner)
             if self._unadmitted:
-                self._open[where] = self._admit()
+                self._open[where] = admitted = self._admit()
             else:
                 del self._open[where]
         if closed:
             self._activate()
+        if admitted is not None and self.on_admit is not None:  # told once it may hold a slot (`read_order`)
+            self.on_admit(int(self._episodes[admitted.e]))
         return episode, row, last
+
+    def read_order(self, episode: int) -> list[tuple[int, int, int]]:
+        """`(first row, last row, rank)` of each chunk of the open episode at position `episode` that is not used
+        up, in the order they open: its open chunk at rank 0, then the others from rank 1; an episode without an
+        open chunk starts at rank 1 (it waits for a slot). What a prefetching source fetches first
+        (`FileSpan.reads`)."""
+        owner = next(o for o in self._open if int(self._episodes[o.e]) == episode)
+        chunks = [owner.open[1]] if owner.open is not None else []
+        chunks += [rows for _, rows in reversed(owner.chunks)]
+        first = 0 if owner.open is not None else 1
+        return [(int(rows[0]), int(rows[-1]), first + i) for i, rows in enumerate(chunks)]
 
     def open_episodes(self) -> list[int]:
         """Positions of the episodes in the pool with frames left."""

@@ -2,6 +2,8 @@
 decode of open chunks under a byte budget, exact and elastic resume and rank/worker splitting."""
 
 import time
+from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import torch.utils.data
@@ -11,6 +13,7 @@ from dl.contracts.decoder import Decoder
 from dl.contracts.errors import DlError, warn
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.resume import ResumePosition
+from dl.contracts.source import FileSpan
 from dl.contracts.units import format_bytes, parse_bytes
 from dl.dataloader.resume import config_hash, resumed_worker
 from dl.dataloader.shared_counters import SharedCounters
@@ -23,6 +26,7 @@ from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
+from .episode_pool import EpisodePool
 from .partition import DEALING, partition_episodes
 from .segments import SegmentPlan, current_plan
 
@@ -238,9 +242,12 @@ class PoolDataset(torch.utils.data.IterableDataset):
             next(pool)
         if skip or plan.index:
             self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0 + replay_s) * 1e6))
+        admit = partial(self._admit, pool)
         for e in pool.open_episodes():  # the pool as it stands: announce what it will read
-            self._admit(e)
-        pool.on_admit = self._admit
+            admit(e)
+        pool.on_admit = admit
+        if isinstance(pool, ChunkPool):
+            pool.on_open = partial(self._expect, pool)
         buffer = DecodeBuffer(self.builder, self.counters) if isinstance(pool, ChunkPool) else None
         rows: dict[int, tuple[EpisodeMeta, EpisodeArrays]] = {}
         try:
@@ -266,13 +273,32 @@ class PoolDataset(torch.utils.data.IterableDataset):
                     self.meta.source.release(episode.index)
                 yield sample
         finally:
-            pool.on_admit = None
+            pool.on_admit = pool.on_open = None
             for e in pool.open_episodes():
                 self.meta.source.release(int(self.episodes.index[e]))
 
-    def _admit(self, e: int) -> None:
+    def _admit(self, pool: EpisodePool | ChunkPool, e: int) -> None:
+        """Tell the source episode `e` (position) is open, with the order its chunks will be decoded in (their
+        frames' times, `FileSpan.reads`), so a prefetching source fetches every open episode's first chunk
+        first."""
         ep = self.episodes[e]
-        self.meta.source.admit(ep.index, self.meta.file_spans(ep))
+        order = pool.read_order(e) if isinstance(pool, ChunkPool) else []
+        self.meta.source.admit(ep.index, self._with_reads(ep, order))
+
+    def _with_reads(self, ep: EpisodeMeta, order: list[tuple[int, int, int]]) -> list[FileSpan]:
+        """`ep`'s file spans, each video span with the reads `(first row, last row, rank)` as times."""
+        fps = self.meta.fps
+        return [span if span.from_timestamp is None or not order else replace(
+            span, reads=tuple((span.from_timestamp + first / fps, span.from_timestamp + (last + 1) / fps, rank)
+                              for first, last, rank in order))
+            for span in self.meta.file_spans(ep)]
+
+    def _expect(self, pool: ChunkPool, e: int) -> None:
+        """A chunk of episode `e` (position) opened: its next chunk is what the episode reads next
+        (`Source.expect`), a chunk's lifetime from now."""
+        following = [(first, last, 0) for first, last, rank in pool.read_order(e) if rank == 1]
+        if following:
+            self.meta.source.expect(self.episodes[e].index, self._with_reads(self.episodes[e], following))
 
     def _read(self, e: int) -> tuple[EpisodeMeta, EpisodeArrays]:
         """Episode `e` (a view) and its rows, checked as they are read (`dl.format.checks.check_rows`); NaN/inf values

@@ -8,13 +8,14 @@ episodes per file, so ranges of several keys (episodes) may meet or overlap. Ran
 overlap: a key admitting bytes already held (or on their way) holds those entries too and only the gaps
 are downloaded, so adjacent episodes share their common bytes (a keyframe, a row group) and a reader
 crosses from one entry into the next. An entry is deleted when the last key holding it is released.
-Downloads are pieces of the admitted ranges, first bytes first (`dl.kits.remote.piece_order`): the first piece
-of every admitted range before the second of any, so a loader that opens many episodes at once can start on all
-of them without waiting for any whole range. Admission never blocks the caller: entries wait in line (first
-come, first served) until the byte limit lets them in, and a reader that needs bytes still waiting for room
-gets `None` and reads them remotely instead, so a full cache slows reads down but can never deadlock a loader
-that admits its next episode before releasing the last one. One key needing more bytes than the whole limit is
-an error that says so.
+Downloads are pieces of the admitted ranges, the bytes readers need first first (`dl.kits.remote.piece_order`):
+the first piece of every admitted range before the second of any, or, where the loader says in which order it
+reads (`Ranked` reads), the bytes of every key's first reads before those of any key's second; so a loader that
+opens many episodes at once can start on all of them without waiting for any whole range. Admission never
+blocks the caller: entries wait in line (first come, first served) until the byte limit lets them in, and a
+reader that needs bytes still waiting for room gets `None` and reads them remotely instead, so a full cache
+slows reads down but can never deadlock a loader that admits its next episode before releasing the last one.
+One key needing more bytes than the whole limit is an error that says so.
 
 Each process caches into its own run-scoped folder `run-<host>-<pid>-<start time>` under the cache's base
 folder (`default_base()`: node-local storage first, `$SLURM_TMPDIR`, then `$TMPDIR`, else dl's cache folder;
@@ -44,7 +45,7 @@ import psutil
 
 from ...contracts.errors import DlError
 from ..paths import cache_dir
-from .piece_order import PieceOrder
+from .piece_order import PieceOrder, Ranked
 
 Download = Callable[[str, int, int, BinaryIO], None]
 """`download(rel, start, end, out)`: write bytes `[start, end)` of the remote file `rel` into `out`; raises on
@@ -133,12 +134,14 @@ class PrefetchCache:
         self.dir: Path | None = None
 
     # ------------------------------------------------------------------------------------ admission
-    def admit(self, key: object, pieces: list[Piece], atomic: list[Piece] = ()) -> None:
-        """`key` will read `pieces` (byte ranges, each from its start): download the bytes not held yet, as room
-        allows, first bytes first.
+    def admit(self, key: object, pieces: list[Piece], atomic: list[Piece] = (), reads: list[Ranked] = ()) -> None:
+        """`key` will read `pieces` (byte ranges): download the bytes not held yet, as room allows, those it
+        reads first first.
 
         Args:
             atomic: ranges to download in one request each, never cut (an index whose digest is checked).
+            reads: which bytes of `pieces` it reads in which order (`dl.kits.remote.piece_order.Ranked`); a range
+                no read falls in is read from its start.
 
         Raises:
             CacheLimitError: the bytes `key` needs, beyond those already held, exceed the limit.
@@ -157,14 +160,16 @@ class PrefetchCache:
             held = self._held.setdefault(key, {})
             for whole in ranges:
                 fixed = [(a.start, a.end) for a in atomic if a.rel == whole.rel]
+                zones = self.order.zones(whole.start, whole.end, [
+                    r for r in reads if r.rel == whole.rel and r.start < whole.end and whole.start < r.end])
                 for gap in self._gaps(whole):
-                    for start, end, depth in self.order.cut(whole.start, (gap.start, gap.end), fixed):
+                    for start, end, depth in self.order.cut(zones, (gap.start, gap.end), fixed):
                         self._add(Piece(whole.rel, start, end), depth)
                 for covered in self._overlapping(whole):
-                    entry, depth = self._entries[covered], self.order.depth(covered.start - whole.start)
+                    entry, depth = self._entries[covered], self.order.depth(zones, covered.start, covered.end)
                     entry.keys.add(key)
                     held[covered] = min(depth, held.get(covered, depth))
-                    if depth < entry.depth:  # another key reads it deeper: download it sooner
+                    if depth < entry.depth:  # another key reads it sooner: download it sooner
                         entry.depth = depth
                         if entry.state is State.QUEUED:
                             heapq.heappush(self._queued, (depth, next(self._numbers), covered))
@@ -200,6 +205,18 @@ class PrefetchCache:
         if pos < piece.end:
             out.append(Piece(piece.rel, pos, piece.end))
         return out
+
+    def promote(self, pieces: list[Piece]) -> None:
+        """Readers need `pieces` next: the queued entries holding them come next in line (at depth 0, after
+        those already there)."""
+        with self._cond:
+            for piece in _merged(pieces):
+                for covered in self._overlapping(piece):
+                    entry = self._entries[covered]
+                    if entry.depth > 0:
+                        entry.depth = 0
+                        if entry.state is State.QUEUED:
+                            heapq.heappush(self._queued, (0, next(self._numbers), covered))
 
     def release(self, key: object) -> None:
         """`key` is done: ranges no other key holds are deleted (or dropped from the line)."""
@@ -300,8 +317,8 @@ class PrefetchCache:
                 self._cond.wait(timeout=1.0)
 
     def ready(self, key: object, depth: int | None = None) -> bool:
-        """Whether every entry `key` holds (or only those it reads at `depth` or shallower: 0, the first piece
-        of each of its ranges) is downloaded (or failed)."""
+        """Whether every entry `key` holds (or only those it reads at `depth` or shallower: 0, what it reads
+        first) is downloaded (or failed)."""
         with self._cond:
             return all(self._entries[p].state in (State.READY, State.FAILED)
                        for p, at in self._held.get(key, {}).items() if depth is None or at <= depth)

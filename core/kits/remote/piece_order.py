@@ -1,63 +1,113 @@
-"""How an admitted byte range is cut into downloads, and in what order they go: its first bytes first.
+"""How an admitted byte range is cut into downloads, and in what order they go: the bytes a reader needs first,
+first.
 
-A reader of an episode's range starts at its beginning (a decoder opens at the first keyframe, then reads on in
-order), and a loader admits many episodes at once (the pool opens `episode_pool_size` of them and draws its first
-batch from all of them). Downloading each range whole, in admission order, makes the first batch wait for every
-open episode's whole range. So `dl.kits.remote.file_cache.PrefetchCache` cuts each range into pieces that grow
-from `first_bytes` (doubling up to `max_bytes`) and downloads them shallowest first across every admitted range:
-the first piece of each range (enough for a decoder to open it and decode its first frames), then the second of
-each, and so on (ties in admission order). The growth keeps the requests per range few (a 2 MB range is 4
-requests with the defaults). Generic: it knows nothing of videos or parquet files.
+A loader admits many episodes at once (the pool opens `episode_pool_size` of them and draws its first batch from
+all of them), so downloading each range whole, in admission order, makes the first batch wait for every open
+episode's whole range. `dl.kits.remote.file_cache.PrefetchCache` downloads the pieces of every admitted range
+shallowest first. A piece's depth says how soon a reader needs it:
+
+- A range admitted without reads is read from its start (a decoder opens at the first keyframe, then reads on in
+  order): it is cut into pieces that grow from `first_bytes` (doubling up to `max_bytes`), of depth 0, 1, 2, ...
+  So the first piece of each range (enough for a decoder to open it and decode its first frames) comes before the
+  second of any. The growth keeps the requests per range few (a 2 MB range is 4 requests with the defaults).
+- A range admitted with `Ranked` reads (the loader says which bytes it reads in which order, e.g. the pool's
+  chunks of frames, opened in an order drawn at admission) takes each byte's depth from the lowest rank of a read
+  covering it: the first reads (rank 0) come as placed, later bytes in pieces of about `rest_bytes` (fewer
+  requests), each at the lowest rank it holds.
+
+Ties go in admission order. Generic: it knows nothing of videos or parquet files.
 """
 
-from collections.abc import Iterator
+import math
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import groupby, pairwise
+from typing import NamedTuple
 
 FIRST_PIECE_BYTES = 128 << 10
 """The first piece of a range: a keyframe and the first frames of a 640x480 camera episode at real bitrates
 (~6 KB a frame), plus the 64 KiB a decoder's I/O buffer reads past them."""
 MAX_PIECE_BYTES = 4 << 20
 """The largest piece: past it, a request's latency is a small part of its transfer time."""
+REST_PIECE_BYTES = 256 << 10
+"""About the size of the pieces that bytes read after the first reads (rank 1 and later, or no read) come in:
+by then the first reads have given the downloads a head start, and larger pieces are fewer requests (a store's
+cost per request, and a server's, is what limits small pieces)."""
+
+
+class Ranked(NamedTuple):
+    """Bytes `[start, end)` of the file `rel` that a reader reads at `rank` (0: first, then 1, ...)."""
+
+    rel: str
+    start: int
+    end: int
+    rank: int
+
+
+Zone = tuple[int, int, int]
+"""`(start, end, depth)`: bytes of a range that download at one depth."""
 
 
 @dataclass(frozen=True)
 class PieceOrder:
-    """Where a range is cut (`first_bytes`, then doubling up to `max_bytes`) and each piece's depth (0 for the
-    first piece of a range: downloaded first)."""
+    """Where a range is cut (`first_bytes`, then doubling up to `max_bytes`) and each piece's depth (0:
+    downloaded first)."""
 
     first_bytes: int = FIRST_PIECE_BYTES
     max_bytes: int = MAX_PIECE_BYTES
+    rest_bytes: int = REST_PIECE_BYTES
 
     def __post_init__(self):
-        if not 1 <= self.first_bytes <= self.max_bytes:
-            raise ValueError(f"piece sizes must satisfy 1 <= first_bytes <= max_bytes, got {self}")
+        if not 1 <= self.first_bytes <= self.max_bytes or self.rest_bytes < 1:
+            raise ValueError(f"piece sizes must satisfy 1 <= first_bytes <= max_bytes and rest_bytes >= 1, got "
+                             f"{self}")
 
-    def _bounds(self) -> Iterator[int]:
-        """Offsets from a range's start where its pieces begin: 0, first, 3 x first, ... (ascending, endless)."""
-        offset, size = 0, self.first_bytes
-        while True:
-            yield offset
-            offset, size = offset + size, min(size * 2, self.max_bytes)
+    def _grown(self, start: int, end: int, first: int | None = None) -> list[tuple[int, int]]:
+        """`[start, end)` cut into pieces growing from `first` bytes (`first_bytes`) at `start`, doubling up to
+        `max_bytes`."""
+        out, at, size = [], start, first or self.first_bytes
+        while at < end:
+            out.append((at, min(at + size, end)))
+            at, size = at + size, min(size * 2, self.max_bytes)
+        return out
 
-    def depth(self, offset: int) -> int:
-        """The depth of the piece holding byte `offset` of a range (offsets before it: 0)."""
-        for depth, bound in enumerate(self._bounds()):
-            if bound > offset:
-                return max(depth - 1, 0)
-        raise AssertionError("unreachable: the bounds never end")
+    def zones(self, start: int, end: int, reads: list[Ranked] = ()) -> list[Zone]:
+        """The zones tiling the range `[start, end)`, ascending. Without `reads` (reads of this range's file):
+        its growing pieces at depths 0, 1, 2, .... With them, each byte is at the lowest rank of a read covering
+        it (one past the highest rank where none does); bytes of rank 0 come in zones cut as pieces grow from
+        each zone's start, and each run of later bytes in pieces of about `rest_bytes`, each at the lowest rank
+        it holds."""
+        if not reads:
+            return [(a, b, depth) for depth, (a, b) in enumerate(self._grown(start, end))]
+        edges = sorted({start, end, *(min(max(x, start), end) for r in reads for x in (r.start, r.end))})
+        after = max(r.rank for r in reads) + 1
+        fine: list[list[int]] = []
+        for a, b in pairwise(edges):
+            depth = min((r.rank for r in reads if r.start <= a and b <= r.end), default=after)
+            if fine and fine[-1][2] == depth:
+                fine[-1][1] = b
+            else:
+                fine.append([a, b, depth])
+        out: list[Zone] = []
+        for first, run in groupby(fine, key=lambda zone: zone[2] == 0):
+            run = list(run)
+            if first:
+                out += [(x, y, 0) for a, b, _ in run for x, y in self._grown(a, b)]
+                continue
+            lo, hi = run[0][0], run[-1][1]
+            pieces = math.ceil((hi - lo) / self.rest_bytes)
+            bounds = [lo + (hi - lo) * i // pieces for i in range(pieces)] + [hi]
+            out += [(a, b, self.depth([tuple(z) for z in run], a, b)) for a, b in pairwise(bounds)]
+        return out
 
-    def cut(self, start: int, gap: tuple[int, int], atomic: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-        """`(piece start, piece end, depth)` of the part `gap` of a range starting at `start`, cut at the range's
-        piece bounds except inside an `atomic` range (one that must come in one request: an index whose digest
-        is checked)."""
+    @staticmethod
+    def depth(zones: list[Zone], start: int, end: int) -> int:
+        """The shallowest depth of the zones overlapping `[start, end)` (0 when none does)."""
+        return min((d for a, b, d in zones if a < end and start < b), default=0)
+
+    def cut(self, zones: list[Zone], gap: tuple[int, int], atomic: list[tuple[int, int]]) -> list[Zone]:
+        """`(piece start, piece end, depth)` of the part `gap` of a range tiled by `zones`, cut at the zones'
+        bounds except inside an `atomic` range (one that must come in one request: an index whose digest is
+        checked); a piece spanning several zones takes the shallowest depth."""
         lo, hi = gap
-        cuts = []
-        for bound in self._bounds():
-            at = start + bound
-            if at >= hi:
-                break
-            if at > lo and not any(a < at < b for a, b in atomic):
-                cuts.append(at)
-        edges = [lo, *cuts, hi]
-        return [(a, b, self.depth(a - start)) for a, b in pairwise(edges)]
+        cuts = [a for a, _, _ in zones if lo < a < hi and not any(x < a < y for x, y in atomic)]
+        return [(a, b, self.depth(zones, a, b)) for a, b in pairwise([lo, *cuts, hi])]

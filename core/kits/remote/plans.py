@@ -10,6 +10,8 @@ from ...contracts.source import FileSpan
 from ..mp4_index import Mp4IndexError, merge_ranges
 from .file_cache import Piece
 from .file_plan import FilePlan, ParquetPlanError, Part, plan_parquet, plan_video, rows_part, video_part
+from .piece_order import Ranked
+from .span_reads import ranked_reads
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,17 @@ class FilePlans:
         size = span.size if span.size is not None else size_of(span.path)
         start, end = span.start or 0, size if span.end is None else span.end
         return [Piece(span.path, start, end)], int((end - start) * span.share)
+
+    def ranked(self, span: FileSpan, pieces: list[Piece]) -> list[Ranked]:
+        """In which order `span`'s `pieces` (from `pieces`) are read: a video span's `reads` placed in its frames'
+        bytes (`dl.kits.remote.span_reads`), everything else (a file's index, an episode's rows, a span without
+        reads or not indexed) at rank 0."""
+        key = part_key(span)
+        part = self.parts.get(key) if key is not None else None
+        if not span.reads or part is None or span.episode is not None:
+            return [Ranked(p.rel, p.start, p.end, 0) for p in pieces]
+        header = [Ranked(span.path, a, b, 0) for a, b in self.files[span.path].header]
+        return header + ranked_reads(span.path, part.ranges, span.from_timestamp, span.to_timestamp, span.reads)
 
     def state(self) -> dict:
         """JSON-ready: `plans`, `parts`, `whole`."""

@@ -333,15 +333,18 @@ class RemoteSource(Source):
             self.metadata_s += time.perf_counter() - t0
 
     def admit(self, key: object, files: list[FileSpan]) -> None:
-        """Count what `key` needs and, with prefetch, queue its byte ranges for download (never blocks).
+        """Count what `key` needs and, with prefetch, queue its byte ranges for download (never blocks), those
+        its spans' `reads` rank first first (`dl.kits.remote.piece_order`).
 
         Raises:
             dl.kits.remote.file_cache.CacheLimitError: the ranges do not fit in the cache at all.
         """
-        pieces = []
+        pieces, reads = [], []
+        ordered = any(span.reads for span in files)
         for span in files:
             wanted, needed = self.plans.pieces(span, self._size)
             pieces += wanted
+            reads += self.plans.ranked(span, wanted) if ordered else []
             self._count("bytes_needed", needed)
         if self.prefetch:
             proc = self._state()
@@ -349,7 +352,13 @@ class RemoteSource(Source):
                 proc.first = (key, time.perf_counter())
             checked = [Piece(rel, *self.plans.files[rel].check[:2]) for rel in {p.rel for p in pieces}
                        if rel in self.plans.files]  # index bytes are checked in one piece (`_download`)
-            self._cache().admit(key, pieces, atomic=checked)
+            self._cache().admit(key, pieces, atomic=checked, reads=reads)
+
+    def expect(self, key: object, files: list[FileSpan]) -> None:
+        """Download the bytes of the `reads` of `files` next among those queued (`PrefetchCache.promote`)."""
+        if self.prefetch and self._state().cache is not None:
+            self._state().cache.promote([Piece(r.rel, r.start, r.end) for span in files if span.reads
+                                         for r in self.plans.ranked(span, self.plans.pieces(span, self._size)[0])])
 
     def release(self, key: object) -> None:
         if self.prefetch and self._state().cache is not None:
