@@ -49,8 +49,8 @@ Zone = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class PieceOrder:
-    """Where a range is cut (`first_bytes`, then doubling up to `max_bytes`) and each piece's depth (0:
-    downloaded first)."""
+    """Where a range is cut (`first_bytes`, then doubling up to `max_bytes`; bytes after a loader's first reads
+    in pieces of about `rest_bytes`) and each piece's depth (0: downloaded first)."""
 
     first_bytes: int = FIRST_PIECE_BYTES
     max_bytes: int = MAX_PIECE_BYTES
@@ -61,10 +61,9 @@ class PieceOrder:
             raise ValueError(f"piece sizes must satisfy 1 <= first_bytes <= max_bytes and rest_bytes >= 1, got "
                              f"{self}")
 
-    def _grown(self, start: int, end: int, first: int | None = None) -> list[tuple[int, int]]:
-        """`[start, end)` cut into pieces growing from `first` bytes (`first_bytes`) at `start`, doubling up to
-        `max_bytes`."""
-        out, at, size = [], start, first or self.first_bytes
+    def _grown(self, start: int, end: int) -> list[tuple[int, int]]:
+        """`[start, end)` cut into pieces growing from `first_bytes` at `start`, doubling up to `max_bytes`."""
+        out, at, size = [], start, self.first_bytes
         while at < end:
             out.append((at, min(at + size, end)))
             at, size = at + size, min(size * 2, self.max_bytes)
