@@ -11,7 +11,8 @@ caps bandwidth, all on loopback, runs interleaved so a noisy machine affects eac
 10 episodes per video and data file, 2 cameras, AV1 GOP 2 at 640x480 (~6 KB per frame), one row group per data
 file.
 
-Prints one line per run and a summary per configuration (median samples/s and its ratio to local, first
+Prints one line per run (with its samples per second from the DataLoader's start, `samples_per_bin`) and a summary
+per configuration (median samples/s and its ratio to local, first
 batch, bytes fetched / needed, time to the first admission's ranges, and the cores busy over each run: the
 servers and proxies, which run in this process, and the `dl run` with its workers), and writes every result to --out
 (JSON). Issue 18's targets behind 20 ms / 80 Mbit/s: samples/s >= 0.9 of local, first batch <= 2 s, bytes
@@ -105,7 +106,8 @@ def main() -> int:
                            "samples_per_s": result.get("samples_per_s"),
                            "first_batch_s": result.get("first_batch_latency_s"),
                            "server_cpu_s": round(server_s, 2), "run_cpu_s": round(run_s, 2), "wall_s": round(wall_s, 2),
-                           "source_stats": result.get("source_stats"), "error": result.get("error")}
+                           "source_stats": result.get("source_stats"), "error": result.get("error"),
+                           "samples_per_bin": (result.get("throughput_timeline") or {}).get("samples_per_bin")}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     summary = {}

@@ -37,7 +37,8 @@ def test_bucket_run_reports_network_figures(s3, small_dataset, tmp_path):  # noq
     assert node_local.is_dir() and not list(node_local.iterdir())  # the run folders were there, and are gone
     stats = result["source_stats"]
     assert result["status"] == "ok" and stats["requests"] > 0 and stats["failures"] == 0
-    assert stats["bytes_fetched"] >= stats["bytes_prefetched"] > 0 and stats["read_amplification"] >= 1
+    assert stats["bytes_fetched"] >= stats["bytes_prefetched"] > 0
+    assert stats["read_amplification"] > 0  # below 1 once a later epoch re-admits episodes the cache kept
     assert stats["cache_hits"] > 0 and stats["cache_bytes_peak"] > 0
     assert "source: read_amplification" in done.stdout
     assert "Traceback" not in done.stderr  # the progress thread survives piped output

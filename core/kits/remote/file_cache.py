@@ -7,7 +7,10 @@ fills it on the admission signal (`Source.admit` / `release`). The unit is a byt
 episodes per file, so ranges of several keys (episodes) may meet or overlap. Ranges are cached without
 overlap: a key admitting bytes already held (or on their way) holds those entries too and only the gaps
 are downloaded, so adjacent episodes share their common bytes (a keyframe, a row group) and a reader
-crosses from one entry into the next. An entry is deleted when the last key holding it is released.
+crosses from one entry into the next. When the last key holding a downloaded entry is released, the entry stays
+(still counted against the limit) until its room is needed, least recently released first: a later epoch that
+admits the same episode in the same process finds its bytes (a dataset that fits the limit is downloaded once
+per process, not once per epoch). An entry not downloaded yet is dropped on its last release.
 Downloads are pieces of the admitted ranges, the bytes readers need first first (`dl.kits.remote.piece_order`):
 the first piece of every admitted range before the second of any, or, where the loader says in which order it
 reads (`Ranked` reads), the bytes of every key's first reads before those of any key's second; so a loader that
@@ -124,6 +127,7 @@ class PrefetchCache:
         self._by_file: dict[str, list[Piece]] = {}  # each file's entries, sorted, never overlapping
         self.order = order or PieceOrder()
         self._held: dict[object, dict[Piece, int]] = {}  # each key's entries and the depth it reads them at
+        self._idle: dict[Piece, None] = {}  # downloaded entries no key holds, least recently released first
         self._waiting: deque[Piece] = deque()
         self._queued: list[tuple[int, int, Piece]] = []  # a heap of (depth, number, piece); stale items skipped
         self._numbers = itertools.count()
@@ -168,6 +172,7 @@ class PrefetchCache:
                 for covered in self._overlapping(whole):
                     entry, depth = self._entries[covered], self.order.depth(zones, covered.start, covered.end)
                     entry.keys.add(key)
+                    self._idle.pop(covered, None)
                     held[covered] = min(depth, held.get(covered, depth))
                     if depth < entry.depth:  # another key reads it sooner: download it sooner
                         entry.depth = depth
@@ -219,16 +224,22 @@ class PrefetchCache:
                             heapq.heappush(self._queued, (0, next(self._numbers), covered))
 
     def release(self, key: object) -> None:
-        """`key` is done: ranges no other key holds are deleted (or dropped from the line)."""
+        """`key` is done: downloaded ranges no other key holds stay until their room is needed (the module
+        docstring); those not downloaded yet are dropped from the line."""
         with self._cond:
             for piece in self._held.pop(key, ()):
                 entry = self._entries[piece]
                 entry.keys.discard(key)
-                if not entry.keys:
+                if entry.keys:
+                    continue
+                if entry.state is State.READY:
+                    self._idle[piece] = None
+                else:
                     self._drop(entry)
             self._grant()
 
     def _drop(self, entry: _Entry) -> None:
+        self._idle.pop(entry.piece, None)
         del self._entries[entry.piece]
         self._by_file[entry.piece.rel].remove(entry.piece)
         if entry.state is State.WAITING:
@@ -240,9 +251,13 @@ class PrefetchCache:
             self._unreserve(entry.size)
 
     def _grant(self) -> None:
-        """Let waiting ranges in, in order, while they fit (called with the lock held)."""
+        """Let waiting ranges in, in order, while they fit, deleting released ranges (least recently released
+        first) to make room (called with the lock held)."""
         while self._waiting:
             entry = self._entries[self._waiting[0]]
+            if self.reserved + entry.size > self.limit and self._idle:
+                self._drop(self._entries[next(iter(self._idle))])
+                continue
             if self.reserved + entry.size > self.limit:
                 break
             self._waiting.popleft()
@@ -379,12 +394,16 @@ class PrefetchCache:
         return out
 
     def close(self) -> None:
-        """Stop the download threads, waiting for their current file, and delete this process's folder."""
+        """Stop the download threads, waiting for their current file, drop the released ranges kept, and delete
+        this process's folder."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
         for worker in self._workers:
             worker.join()
+        with self._cond:
+            for piece in list(self._idle):
+                self._drop(self._entries[piece])
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
 

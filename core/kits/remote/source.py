@@ -39,6 +39,7 @@ from ...contracts.source import FileSpan, Source, file_facts
 from ...dataloader.shared_counters import SharedCounters
 from .file_cache import Located, Piece, PrefetchCache, default_base
 from .file_plan import digest
+from .fork_guard import request_in_flight
 from .plans import FilePlans
 from .retry import Failure, RemoteReadError, RetryPolicy, classify
 from .views import CachedView, RangeReader
@@ -175,7 +176,8 @@ class RemoteSource(Source):
         """`request()` under the retry policy, counted."""
         def attempt():
             self._count("requests")
-            return request()
+            with request_in_flight():  # no DataLoader worker is forked in the middle of it (dl.kits.remote.fork_guard)
+                return request()
 
         try:
             return self.retry.call(attempt, f"{self.url}/{rel}", self._on_retry)
