@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dl.contracts.errors import SourceFileNotFoundError
-from dl.kits.remote.file_cache import CacheLimitError, Piece, PrefetchCache, host_name
+from dl.kits.remote.file_cache import CacheLimitError, Piece, PrefetchCache
 from dl.kits.remote.piece_order import PieceOrder
+from dl.kits.remote.run_folders import host_name
 
 
 class Remote:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dl.kits.paths import cache_dir
-from dl.kits.remote.file_cache import default_base, host_name
+from dl.kits.remote.run_folders import default_base, host_name
 
 HOLDER = """
 import sys
@@ -72,9 +72,9 @@ def test_two_hosts_on_one_cache_folder_keep_each_others_files(tmp_path):
 def test_a_host_name_with_dashes_is_told_from_a_longer_one(tmp_path, monkeypatch):
     other = crashed(tmp_path, "node-a-2")  # starts like this host's "node-a" folders
     monkeypatch.setenv("DL_HOSTNAME", "node-a")
-    from dl.kits.remote.file_cache import _run_dir
+    from dl.kits.remote.run_folders import run_dir
 
-    mine = _run_dir(tmp_path)
+    mine = run_dir(tmp_path)
     assert other.exists() and mine.name.startswith("run-node-a-") and host_name() == "node-a"
 
 

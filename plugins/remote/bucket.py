@@ -59,7 +59,7 @@ def bucket_source(root: str, data_files_root: str | None = None, revision: str |
         retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
         retry_deadline_s: stop retrying a request after this many seconds.
         cache_dir: the folder of the prefetch cache's run folders (default: node-local storage, `$SLURM_TMPDIR`
-            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.file_cache.default_base`).
+            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.run_folders.default_base`).
 
     Raises:
         DlError: an unusable URL or option; an unknown Hub repo or revision.

@@ -167,7 +167,7 @@ def hub_source(root: str, revision: str | None = None, storage_options: dict | N
         retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
         retry_deadline_s: stop retrying a request after this many seconds.
         cache_dir: the folder of the prefetch cache's run folders (default: node-local storage, `$SLURM_TMPDIR`
-            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.file_cache.default_base`).
+            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.run_folders.default_base`).
 
     Raises:
         DlError: a bad repo id, an unknown repo or revision, offline without a cached snapshot.

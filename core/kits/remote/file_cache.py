@@ -20,23 +20,18 @@ reader that needs bytes still waiting for room gets `None` and reads them remote
 slows reads down but can never deadlock a loader that admits its next episode before releasing the last one.
 One key needing more bytes than the whole limit is an error that says so.
 
-Each process caches into its own run-scoped folder `run-<host>-<pid>-<start time>` under the cache's base
-folder (`default_base()`: node-local storage first, `$SLURM_TMPDIR`, then `$TMPDIR`, else dl's cache folder;
-a source's `cache_dir` option chooses another), removed when the process exits (also in DataLoader workers)
-and, after a crash, by the next process on the same host that starts a cache. The host is part of the name
-because the base may be a folder several nodes share (a home directory on a cluster): a process checks only
-its own host's folders for dead pids, never another node's live downloads.
+Each process caches into its own run folder (`dl.kits.remote.run_folders`: `run-<host>-<pid>-<start time>` under
+node-local storage first, or a source's `cache_dir`), removed when the process exits (also in DataLoader workers)
+and, after a crash, by the next process on the same host that starts a cache.
 """
 
 import bisect
 import enum
-import glob
 import hashlib
 import heapq
 import itertools
 import os
 import shutil
-import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -44,11 +39,9 @@ from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-import psutil
-
 from ...contracts.errors import DlError
-from ..paths import cache_dir
 from .piece_order import PieceOrder, Ranked
+from .run_folders import run_dir
 
 Download = Callable[[str, int, int, BinaryIO], None]
 """`download(rel, start, end, out)`: write bytes `[start, end)` of the remote file `rel` into `out`; raises on
@@ -341,7 +334,7 @@ class PrefetchCache:
     # ------------------------------------------------------------------------------------ downloads
     def _start(self) -> None:
         if self.dir is None:
-            self.dir = _run_dir(self.base)
+            self.dir = run_dir(self.base)
             Finalize(self, shutil.rmtree, args=(str(self.dir),), kwargs={"ignore_errors": True}, exitpriority=10)
         while len(self._workers) < self.threads:
             worker = threading.Thread(target=self._work, name=f"dl-prefetch-{len(self._workers)}", daemon=True)
@@ -406,51 +399,6 @@ class PrefetchCache:
                 self._drop(self._entries[piece])
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-
-HOST_ENV = "DL_HOSTNAME"
-"""Overrides the host name in run folders (default: `socket.gethostname()`), e.g. where nodes share a name."""
-
-
-def host_name() -> str:
-    """This machine's name as run folders carry it: `$DL_HOSTNAME`, else `socket.gethostname()`, with path
-    separators replaced."""
-    return (os.environ.get(HOST_ENV) or socket.gethostname() or "localhost").replace("/", "_").replace(os.sep, "_")
-
-
-def default_base() -> Path:
-    """Where run folders go unless a source's `cache_dir` says otherwise: node-local storage when the
-    environment names it (`$SLURM_TMPDIR`, then `$TMPDIR`, each `.../dl-remote`), else dl's cache folder
-    (`dl.kits.paths.cache_dir("remote")`, often a home directory nodes share)."""
-    for variable in ("SLURM_TMPDIR", "TMPDIR"):
-        if os.environ.get(variable):
-            return Path(os.environ[variable]) / "dl-remote"
-    return cache_dir("remote")
-
-
-def _run_dir(base: Path) -> Path:
-    """This process's run folder `run-<host>-<pid>-<start time>`, after removing this host's folders of processes
-    that are gone (crashed runs). Folders of other hosts, and of names it cannot read, are left alone."""
-    base.mkdir(parents=True, exist_ok=True)
-    host = host_name()
-    for old in base.glob(f"run-{glob.escape(host)}-*"):
-        try:
-            owner, pid, started = old.name.rsplit("-", 2)
-            pid, started = int(pid), int(started)
-        except ValueError:
-            continue
-        if owner != f"run-{host}":
-            continue
-        try:
-            alive = psutil.pid_exists(pid) and int(psutil.Process(pid).create_time()) == started
-        except psutil.Error:
-            alive = False
-        if not alive:
-            shutil.rmtree(old, ignore_errors=True)
-    me = psutil.Process()
-    path = base / f"run-{host}-{me.pid}-{int(me.create_time())}"
-    path.mkdir(exist_ok=True)
-    return path
 
 
 def _merged(pieces: list[Piece]) -> list[Piece]:

@@ -37,11 +37,12 @@ import torch.utils.data
 from ...contracts.errors import DlError
 from ...contracts.source import FileSpan, Source, file_facts
 from ...dataloader.shared_counters import SharedCounters
-from .file_cache import Located, Piece, PrefetchCache, default_base
+from .file_cache import Located, Piece, PrefetchCache
 from .file_plan import digest
 from .fork_guard import request_in_flight
 from .plans import FilePlans
 from .retry import Failure, RemoteReadError, RetryPolicy, classify
+from .run_folders import default_base
 from .views import CachedView, RangeReader
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class RemoteSource(Source):
         retry: the retry policy of every request.
         prefetch: download admitted episodes' ranges in the background (else every read streams).
         cache_bytes: the cache's byte limit for the whole DataLoader (each of N workers gets 1/N).
-        cache_dir: the folder of the cache's run folders (None: `dl.kits.remote.file_cache.default_base()`,
+        cache_dir: the folder of the cache's run folders (None: `dl.kits.remote.run_folders.default_base()`,
             node-local storage first), resolved in each reading process (on its node).
         prefetch_threads: download threads per reading process.
         block_size: bytes per request of a read outside the cached ranges (read-ahead of streamed files).
