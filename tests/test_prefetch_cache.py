@@ -1,7 +1,7 @@
 """dl.kits.remote.file_cache.PrefetchCache: byte ranges as the unit (overlapping and adjacent ranges of several
 episodes held once, only gaps downloaded), downloads cut into pieces, the first piece of every range first (an
 atomic range never cut), reference counting of ranges shared by episodes, released ranges kept until their room
-is needed (least recently released first), the byte limit
+is needed (`keep_released`, least recently released first), the byte limit
 (waiting in line, reads of waiting ranges go remote, one episode over the limit is an error), failed
 downloads, and the run folder's clean-up on close and after a crash."""
 
@@ -63,8 +63,24 @@ def cache_files(cache: PrefetchCache) -> list[str]:
 
 
 def test_shared_files_stay_until_the_last_episode_leaves(tmp_path):
+    remote = Remote({"a": b"1" * 10, "shared": b"2" * 20, "b": b"3" * 30})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=2)
+    cache.admit(0, sizes(remote, "a", "shared"))
+    cache.admit(1, sizes(remote, "shared", "b"))
+    paths = {rel: local_path(cache, rel) for rel in ("a", "shared", "b")}
+    assert {rel: open(p, "rb").read() for rel, p in paths.items()} == remote.files
+    assert sorted(remote.fetched) == ["a", "b", "shared"]  # the shared file once
+    cache.release(0)
+    assert not os.path.exists(paths["a"]) and os.path.exists(paths["shared"])
+    cache.release(1)
+    assert cache_files(cache) == [] and cache.reserved == 0
+    cache.close()
+    assert not cache.dir.exists()
+
+
+def test_kept_ranges_serve_a_later_admission_until_their_room_is_needed(tmp_path):
     remote = Remote({"a": b"1" * 10, "shared": b"2" * 20, "b": b"3" * 30, "c": b"4" * 10})
-    cache = PrefetchCache(tmp_path, 60, remote.download, threads=2)
+    cache = PrefetchCache(tmp_path, 60, remote.download, threads=2, keep_released=True)
     cache.admit(0, sizes(remote, "a", "shared"))
     cache.admit(1, sizes(remote, "shared", "b"))
     paths = {rel: local_path(cache, rel) for rel in ("a", "shared", "b")}
@@ -88,7 +104,7 @@ def test_shared_files_stay_until_the_last_episode_leaves(tmp_path):
 
 def test_released_ranges_make_room_least_recently_released_first(tmp_path):
     remote = Remote({name: name.encode() * 10 for name in "abcd"})
-    cache = PrefetchCache(tmp_path, 30, remote.download, threads=1)
+    cache = PrefetchCache(tmp_path, 30, remote.download, threads=1, keep_released=True)
     for key, name in enumerate("abc"):
         cache.admit(key, sizes(remote, name))
     cache.settle()
@@ -242,9 +258,8 @@ def test_overlapping_ranges_of_two_episodes_download_only_the_gaps(tmp_path):
     assert read_at(cache, "v.mp4", 450, 700) == remote.files["v.mp4"][450:700]
     assert cache.reserved == 100 + 200 + 200  # the entry 300-500 stays whole: key 1 holds its part 450-500
     cache.release(1)
-    assert cache.reserved == 500 and read_at(cache, "v.mp4", 0, 100) == remote.files["v.mp4"][:100]  # kept
+    assert cache.reserved == 0 and cache_files(cache) == []
     cache.close()
-    assert cache.reserved == 0
 
 
 def test_pieces_of_one_admission_that_meet_are_one_download(tmp_path):

@@ -1,7 +1,8 @@
 """Remote sources read byte ranges, against moto's S3 server on loopback: an episode of a long video fetches its
-frames' ranges and the index, not the file, and decodes the same frames as the local file; the indexes are
-read once and travel in `state()`; a file that changed after it was indexed, or a range that comes back short,
-fails naming the file; a data file's episode reads its row groups only; progress without a terminal."""
+frames' ranges and the index, not the file, and decodes the same frames as the local file; a selection that fits
+the cache is fetched once across epochs; the indexes are read once and travel in `state()`; a file that changed
+after it was indexed, or a range that comes back short, fails naming the file; a data file's episode reads its
+row groups only; progress without a terminal."""
 
 import io
 import shutil
@@ -56,6 +57,24 @@ def test_an_episode_of_a_long_video_fetches_its_ranges_and_decodes_like_the_file
     assert stats["bytes_prefetched"] == planned and stats["bytes_fetched"] == planned
     assert stats["first_admission_s"] > 0
     source.release(7)
+
+
+@pytest.mark.parametrize("fits", [True, False])
+def test_a_selection_that_fits_the_cache_is_fetched_once_across_epochs(s3, long_video, fits):  # noqa: F811
+    source = s3_source(s3, upload(s3, long_video), cache_bytes=10 << 20 if fits else 500_000)
+    size = source.list_files("videos")[REL]
+    spans = [span(size, 4.0, 5.0), span(size, 6.0, 7.0)]
+    planned = source.prepare(spans)
+    assert max(source.prepare([s]) for s in spans) < 500_000 < planned  # each episode fits the small cache alone
+    source.prepare(spans)
+    source.reset_stats()
+    for epoch in range(2):  # each episode admitted, read and released, then again in the next epoch
+        for key, one in enumerate(spans):
+            source.admit((epoch, key), [one])
+            source.settle()
+            source.release((epoch, key))
+    fetched = source.stats()["bytes_fetched"]
+    assert fetched == planned if fits else fetched >= 2 * planned
 
 
 def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa: F811

@@ -7,10 +7,9 @@ fills it on the admission signal (`Source.admit` / `release`). The unit is a byt
 episodes per file, so ranges of several keys (episodes) may meet or overlap. Ranges are cached without
 overlap: a key admitting bytes already held (or on their way) holds those entries too and only the gaps
 are downloaded, so adjacent episodes share their common bytes (a keyframe, a row group) and a reader
-crosses from one entry into the next. When the last key holding a downloaded entry is released, the entry stays
-(still counted against the limit) until its room is needed, least recently released first: a later epoch that
-admits the same episode in the same process finds its bytes (a dataset that fits the limit is downloaded once
-per process, not once per epoch). An entry not downloaded yet is dropped on its last release.
+crosses from one entry into the next. An entry is deleted when the last key holding it is released, or, with
+`keep_released`, a downloaded one stays (still counted against the limit) until its room is needed, least
+recently released first: a later epoch that admits the same episode in the same process finds its bytes.
 Downloads are pieces of the admitted ranges, the bytes readers need first first (`dl.kits.remote.piece_order`):
 the first piece of every admitted range before the second of any, or, where the loader says in which order it
 reads (`Ranked` reads), the bytes of every key's first reads before those of any key's second; so a loader that
@@ -104,11 +103,14 @@ class PrefetchCache:
         inherited: `Located` copies by file of ranges a parent process had ready when this one forked: read
             when still present, never deleted by this process.
         order: where ranges are cut into downloads (`dl.kits.remote.piece_order.PieceOrder`).
+        keep_released: keep downloaded ranges after their last release until their room is needed (for a
+            selection that fits the limit: it is then downloaded once per process, not once per epoch).
     """
 
     def __init__(self, base: Path, limit_bytes: int, download: Download, threads: int = 4,
                  on_reserved: Callable[[int], None] | None = None, on_done: Callable[[], None] | None = None,
-                 inherited: dict[str, list[Located]] | None = None, order: PieceOrder | None = None):
+                 inherited: dict[str, list[Located]] | None = None, order: PieceOrder | None = None,
+                 keep_released: bool = False):
         if limit_bytes < 1:
             raise DlError(f"cache limit must be >= 1 byte, got {limit_bytes}.")
         self.base, self.limit, self.download, self.threads = Path(base), int(limit_bytes), download, max(1, threads)
@@ -119,6 +121,7 @@ class PrefetchCache:
         self._entries: dict[Piece, _Entry] = {}
         self._by_file: dict[str, list[Piece]] = {}  # each file's entries, sorted, never overlapping
         self.order = order or PieceOrder()
+        self.keep_released = keep_released
         self._held: dict[object, dict[Piece, int]] = {}  # each key's entries and the depth it reads them at
         self._idle: dict[Piece, None] = {}  # downloaded entries no key holds, least recently released first
         self._waiting: deque[Piece] = deque()
@@ -217,15 +220,15 @@ class PrefetchCache:
                             heapq.heappush(self._queued, (0, next(self._numbers), covered))
 
     def release(self, key: object) -> None:
-        """`key` is done: downloaded ranges no other key holds stay until their room is needed (the module
-        docstring); those not downloaded yet are dropped from the line."""
+        """`key` is done: ranges no other key holds are deleted (or dropped from the line), or, with
+        `keep_released`, kept until their room is needed once downloaded."""
         with self._cond:
             for piece in self._held.pop(key, ()):
                 entry = self._entries[piece]
                 entry.keys.discard(key)
                 if entry.keys:
                     continue
-                if entry.state is State.READY:
+                if self.keep_released and entry.state is State.READY:
                     self._idle[piece] = None
                 else:
                     self._drop(entry)

@@ -102,6 +102,7 @@ class RemoteSource(Source):
         self._sizes: dict[str, int] = {}
         self._facts: dict[str, str] = {}  # fingerprints from listings
         self.plans = FilePlans()  # indexed files and the byte ranges of their spans
+        self.selection_bytes = 0  # what the last `prepare` said its spans need from the store
         self.metadata_s = 0.0  # seconds spent listing, reading metadata and indexing (host and this process)
         self._proc: _ProcessState | None = None
         self._inherit: dict[str, list[Located]] = {}
@@ -132,7 +133,8 @@ class RemoteSource(Source):
             base = Path(os.path.expanduser(self.cache_dir)) if self.cache_dir else default_base()
             proc.cache = PrefetchCache(base, limit, self._download, self.prefetch_threads,
                                        on_reserved=lambda n: self._count_max("cache_bytes_peak", n),
-                                       on_done=self._first_admission_done, inherited=proc.inherited)
+                                       on_done=self._first_admission_done, inherited=proc.inherited,
+                                       keep_released=0 < self.selection_bytes <= limit)
         return proc.cache
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -324,14 +326,17 @@ class RemoteSource(Source):
         """Index every file of `files` that has a time span (an MP4) or an episode (a parquet data file) and
         is not indexed yet, and turn each span into byte ranges (`dl.kits.remote.plans.FilePlans.prepare`).
         Returns the bytes the spans need from the store (each file's index bytes once, plus the union of its
-        spans' ranges).
+        spans' ranges), kept as `selection_bytes`: where they fit in a process's share of `cache_bytes`, its cache
+        keeps released ranges for later epochs (`PrefetchCache.keep_released`); a larger selection would gain
+        nothing from them but disk use.
 
         Raises:
             SourceFileNotFoundError, RemoteReadError: as reads.
         """
         t0 = time.perf_counter()
         try:
-            return self.plans.prepare(files, self._size, self.remote_read, self.url)
+            self.selection_bytes = self.plans.prepare(files, self._size, self.remote_read, self.url)
+            return self.selection_bytes
         finally:
             self.metadata_s += time.perf_counter() - t0
 
