@@ -166,14 +166,11 @@ class PrefetchCache:
                     for start, end, depth in self.order.cut(zones, (gap.start, gap.end), fixed):
                         self._add(Piece(whole.rel, start, end), depth)
                 for covered in self._overlapping(whole):
-                    entry, depth = self._entries[covered], self.order.depth(zones, covered.start, covered.end)
-                    entry.keys.add(key)
+                    depth = self.order.depth(zones, covered.start, covered.end)
+                    self._entries[covered].keys.add(key)
                     self._idle.pop(covered, None)
                     held[covered] = min(depth, held.get(covered, depth))
-                    if depth < entry.depth:  # another key reads it sooner: download it sooner
-                        entry.depth = depth
-                        if entry.state is State.QUEUED:
-                            heapq.heappush(self._queued, (depth, next(self._numbers), covered))
+                    self._sooner(covered, depth)  # another key may read it sooner
             self._grant()
 
     def _add(self, piece: Piece, depth: int) -> None:
@@ -213,11 +210,16 @@ class PrefetchCache:
         with self._cond:
             for piece in _merged(pieces):
                 for covered in self._overlapping(piece):
-                    entry = self._entries[covered]
-                    if entry.depth > 0:
-                        entry.depth = 0
-                        if entry.state is State.QUEUED:
-                            heapq.heappush(self._queued, (0, next(self._numbers), covered))
+                    self._sooner(covered, 0)
+
+    def _sooner(self, piece: Piece, depth: int) -> None:
+        """The entry `piece` is read at `depth`: when that is shallower than its own, it moves up the line (called
+        with the lock held)."""
+        entry = self._entries[piece]
+        if depth < entry.depth:
+            entry.depth = depth
+            if entry.state is State.QUEUED:
+                heapq.heappush(self._queued, (depth, next(self._numbers), piece))
 
     def release(self, key: object) -> None:
         """`key` is done: ranges no other key holds are deleted (or dropped from the line), or, with
