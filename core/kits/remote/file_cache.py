@@ -19,7 +19,11 @@ reader that needs bytes still waiting for room gets `None` and reads them remote
 slows reads down but can never deadlock a loader that admits its next episode before releasing the last one.
 One key needing more bytes than the whole limit is an error that says so.
 
-Each process caches into its own run folder (`dl.kits.remote.run_folders`: `run-<host>-<pid>-<start time>` under
+A process asks this host's other processes first (`dl.kits.remote.peer_copies`): bytes of a shared file (one
+`shared` names) that their run folders hold are copied, not downloaded, so the workers of a later epoch, the
+workers after the host's own pass, and the ranks of a node fetch each range once between them while it is kept.
+
+Each cache has its own run folder (`dl.kits.remote.run_folders`: `run-<host>-<pid>-<start time>.<n>` under
 node-local storage first, or a source's `cache_dir`), removed when the process exits (also in DataLoader workers)
 and, after a crash, by the next process on the same host that starts a cache.
 """
@@ -39,6 +43,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ...contracts.errors import DlError
+from .peer_copies import PeerCopies, range_name
 from .piece_order import PieceOrder, Ranked
 from .run_folders import run_dir
 
@@ -105,12 +110,17 @@ class PrefetchCache:
         order: where ranges are cut into downloads (`dl.kits.remote.piece_order.PieceOrder`).
         keep_released: keep downloaded ranges after their last release until their room is needed (for a
             selection that fits the limit: it is then downloaded once per process, not once per epoch).
+        shared: the name under which the ranges of a remote file are shared with this host's other processes
+            (one name per file version, e.g. a digest of its URL and ETag), or None for a file not to share;
+            without it nothing is shared.
+        on_copied: called with the size of each range copied from another process instead of downloaded.
     """
 
     def __init__(self, base: Path, limit_bytes: int, download: Download, threads: int = 4,
                  on_reserved: Callable[[int], None] | None = None, on_done: Callable[[], None] | None = None,
                  inherited: dict[str, list[Located]] | None = None, order: PieceOrder | None = None,
-                 keep_released: bool = False):
+                 keep_released: bool = False, shared: Callable[[str], str | None] | None = None,
+                 on_copied: Callable[[int], None] | None = None):
         if limit_bytes < 1:
             raise DlError(f"cache limit must be >= 1 byte, got {limit_bytes}.")
         self.base, self.limit, self.download, self.threads = Path(base), int(limit_bytes), download, max(1, threads)
@@ -122,6 +132,9 @@ class PrefetchCache:
         self._by_file: dict[str, list[Piece]] = {}  # each file's entries, sorted, never overlapping
         self.order = order or PieceOrder()
         self.keep_released = keep_released
+        self.shared = shared or (lambda rel: None)
+        self.on_copied = on_copied or (lambda n: None)
+        self._peers: PeerCopies | None = None
         self._held: dict[object, dict[Piece, int]] = {}  # each key's entries and the depth it reads them at
         self._idle: dict[Piece, None] = {}  # downloaded entries no key holds, least recently released first
         self._waiting: deque[Piece] = deque()
@@ -176,8 +189,12 @@ class PrefetchCache:
     def _add(self, piece: Piece, depth: int) -> None:
         """A new entry for `piece`, waiting for room (called with the lock held)."""
         self._copies += 1
-        name = f"{hashlib.sha1(piece.rel.encode()).hexdigest()[:20]}-{self._copies}.part{piece.start}"
-        self._entries[piece] = _Entry(piece, str(self.dir / name), depth)
+        shared = self.shared(piece.rel)
+        if shared is None:
+            path = self.dir / f"{hashlib.sha1(piece.rel.encode()).hexdigest()[:20]}-{self._copies}.part{piece.start}"
+        else:
+            path = self.dir / shared / range_name(piece.start, piece.end, self._copies)
+        self._entries[piece] = _Entry(piece, str(path), depth)
         bisect.insort(self._by_file.setdefault(piece.rel, []), piece)
         self._waiting.append(piece)
 
@@ -340,6 +357,7 @@ class PrefetchCache:
     def _start(self) -> None:
         if self.dir is None:
             self.dir = run_dir(self.base)
+            self._peers = PeerCopies(self.base, self.dir)
             Finalize(self, shutil.rmtree, args=(str(self.dir),), kwargs={"ignore_errors": True}, exitpriority=10)
         while len(self._workers) < self.threads:
             worker = threading.Thread(target=self._work, name=f"dl-prefetch-{len(self._workers)}", daemon=True)
@@ -362,11 +380,19 @@ class PrefetchCache:
             self._fetch(entry)
 
     def _fetch(self, entry: _Entry) -> None:
-        part = f"{entry.path}.tmp"
+        part, shared = f"{entry.path}.tmp", self.shared(entry.piece.rel)
         try:
+            os.makedirs(os.path.dirname(part), exist_ok=True)
             with open(part, "wb") as out:
-                self.download(*entry.piece, out)
+                copied = 0
+                if shared is None:
+                    self.download(*entry.piece, out)
+                else:
+                    copied = self._peers.fill(shared, entry.piece.start, entry.piece.end, out,
+                                              lambda lo, hi: self.download(entry.piece.rel, lo, hi, out))
             os.replace(part, entry.path)
+            if copied:
+                self.on_copied(copied)
             state, error = State.READY, None
         except BaseException as exc:  # handed to every reader of this file
             _remove(part)

@@ -1,8 +1,11 @@
-"""Where a remote source's cache puts its files: one run folder per process, `run-<host>-<pid>-<start time>`, under
-a base folder (node-local storage first), and the clean-up of folders that crashed processes left behind on this
-host (never another host's: the base may be a folder several nodes share)."""
+"""Where a remote source's cache puts its files: one run folder per cache, `run-<host>-<pid>-<start time>.<n>` (the
+process's n-th cache: the sources of a mixture have one each), under a base folder (node-local storage first);
+and the clean-up of folders that crashed processes left behind on this host (never another host's: the base may
+be a folder several nodes share).
+"""
 
 import glob
+import itertools
 import os
 import shutil
 import socket
@@ -12,6 +15,7 @@ import psutil
 
 from ..paths import cache_dir
 
+_CACHES = itertools.count()
 HOST_ENV = "DL_HOSTNAME"
 """Overrides the host name in run folders (default: `socket.gethostname()`), e.g. where nodes share a name."""
 
@@ -32,19 +36,28 @@ def default_base() -> Path:
     return cache_dir("remote")
 
 
+def host_runs(base: Path) -> list[Path]:
+    """This host's run folders under `base` (of live processes and of crashed ones not cleaned up yet)."""
+    prefix = f"run-{host_name()}"
+    return [path for path in Path(base).glob(f"{glob.escape(prefix)}-*")
+            if (owner := _owner(path)) is not None and owner[0] == prefix]
+
+
+def _owner(path: Path) -> tuple[str, int, int] | None:
+    """`(run-<host>, pid, start time)` of a run folder's name, None for another name."""
+    try:
+        owner, pid, started = path.name.rsplit("-", 2)
+        return owner, int(pid), int(started.partition(".")[0])
+    except ValueError:
+        return None
+
+
 def run_dir(base: Path) -> Path:
-    """This process's run folder `run-<host>-<pid>-<start time>`, after removing this host's folders of processes
-    that are gone (crashed runs). Folders of other hosts, and of names it cannot read, are left alone."""
+    """A new run folder of this process, `run-<host>-<pid>-<start time>.<n>`, after removing this host's folders of
+    processes that are gone (crashed runs). Folders of other hosts, and of names it cannot read, are left alone."""
     base.mkdir(parents=True, exist_ok=True)
-    host = host_name()
-    for old in base.glob(f"run-{glob.escape(host)}-*"):
-        try:
-            owner, pid, started = old.name.rsplit("-", 2)
-            pid, started = int(pid), int(started)
-        except ValueError:
-            continue
-        if owner != f"run-{host}":
-            continue
+    for old in host_runs(base):
+        _, pid, started = _owner(old)
         try:
             alive = psutil.pid_exists(pid) and int(psutil.Process(pid).create_time()) == started
         except psutil.Error:
@@ -52,6 +65,6 @@ def run_dir(base: Path) -> Path:
         if not alive:
             shutil.rmtree(old, ignore_errors=True)
     me = psutil.Process()
-    path = base / f"run-{host}-{me.pid}-{int(me.create_time())}"
+    path = base / f"run-{host_name()}-{me.pid}-{int(me.create_time())}.{next(_CACHES)}"
     path.mkdir(exist_ok=True)
     return path

@@ -16,13 +16,15 @@ plugins build one. It adds, in one place:
   metadata snapshot. A file that cannot be indexed (not an MP4 or parquet, fragmented) is read whole;
 - prefetch: on `admit` the episode's ranges (and each file's index bytes) start downloading into a
   `dl.kits.remote.file_cache.PrefetchCache` (one per reading process, byte-bounded, reference-counted, ranges
-  as the unit: episodes of one file share what they have in common); `release` frees them. Decoders and
+  as the unit: episodes of one file share what they have in common; ranges this host's other processes hold
+  are copied from them, not fetched: `dl.kits.remote.peer_copies`); `release` frees them. Decoders and
   pyarrow read through a `dl.kits.remote.views.CachedView` that serves the cached ranges and reads anything
   else remotely; files not cached at all stream through a buffered ranged-read file;
 - checks: a range that comes back shorter than asked, or index bytes that differ from those indexed (the
   file changed since), fail with an error naming the file instead of feeding a decoder other bytes.
 """
 
+import hashlib
 import io
 import os
 import posixpath
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
 COUNTERS = ("requests", "bytes_fetched", "retries", "throttled_429", "server_errors", "failures", "cache_hits",
             "remote_reads", "ranges_prefetched", "bytes_prefetched", "bytes_needed", "cache_bytes_peak",
-            "network_wait_us", "first_admission_us")
+            "network_wait_us", "first_admission_us", "ranges_from_peers", "bytes_from_peers")
 CHUNK_BYTES = 8 << 20
 """Downloads go in requests of at most this size, so a reset mid-file costs one request, not the file."""
 
@@ -134,8 +136,26 @@ class RemoteSource(Source):
             proc.cache = PrefetchCache(base, limit, self._download, self.prefetch_threads,
                                        on_reserved=lambda n: self._count_max("cache_bytes_peak", n),
                                        on_done=self._first_admission_done, inherited=proc.inherited,
-                                       keep_released=0 < self.selection_bytes <= limit)
+                                       keep_released=self._keeps(limit), shared=self._shared_name,
+                                       on_copied=self._copied_from_peer)
         return proc.cache
+
+    def _keeps(self, limit: int) -> bool:
+        """Whether a cache of `limit` bytes keeps released ranges: when the selection fits it."""
+        return 0 < self.selection_bytes <= limit
+
+    def _shared_name(self, rel: str) -> str | None:
+        """The name under which this host's processes share their cached ranges of `rel`: a digest of the
+        dataset's URL, the file and its listed version (size and ETag or checksum), so a changed file or another
+        dataset never matches; None for a file not listed (no version known: not shared)."""
+        facts = self._facts.get(rel)
+        if facts is None:
+            return None
+        return hashlib.sha1(f"{self.url}\n{rel}\n{facts}".encode()).hexdigest()[:24]
+
+    def _copied_from_peer(self, size: int) -> None:
+        self._count("ranges_from_peers")
+        self._count("bytes_from_peers", size)
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._state().lock:
@@ -336,6 +356,9 @@ class RemoteSource(Source):
         t0 = time.perf_counter()
         try:
             self.selection_bytes = self.plans.prepare(files, self._size, self.remote_read, self.url)
+            cache = self._state().cache  # made already if metadata was read through it
+            if cache is not None:
+                cache.keep_released = self._keeps(cache.limit)
             return self.selection_bytes
         finally:
             self.metadata_s += time.perf_counter() - t0
@@ -459,7 +482,9 @@ class RemoteSource(Source):
         """Counters summed over this process and its DataLoader workers since the last reset:
         `requests`, `bytes_fetched`, `retries` (of which `throttled_429` and `server_errors`), `failures`
         (requests given up), `cache_hits` / `remote_reads` (reads served from cached ranges / from the store),
-        `ranges_prefetched` (downloads: pieces of the admitted ranges), `bytes_prefetched`, `bytes_needed` (what
+        `ranges_prefetched` (downloads: pieces of the admitted ranges), `bytes_prefetched`, `ranges_from_peers` and
+        `bytes_from_peers` (pieces copied from the caches of this host's other processes instead: the host's pass,
+        other workers, other ranks; `dl.kits.remote.peer_copies`), `bytes_needed` (what
         the admitted episodes' frames and rows occupy), `read_amplification` (fetched / needed),
         `cache_bytes_peak` (each process's peak reservation, summed), `network_wait_s` (seconds readers
         blocked on the network, summed over processes); and the time to a first batch's data: `metadata_s`

@@ -1,0 +1,149 @@
+"""dl.kits.remote.peer_copies: a cache copies the bytes this host's other processes downloaded instead of fetching
+them again. Property: whatever ranges the peers hold, `fill` writes exactly the file's bytes, copies every byte
+they cover and downloads only the rest (each gap once); a peer's file gone before it is opened, a download still
+in progress and another file version are never copied. Against moto: a second process reading the episodes a
+first one holds fetches nothing and decodes the same frames as the local file; the caches of one process (a
+mixture's sources) have a run folder each."""
+
+import multiprocessing
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from remote_helpers import s3, s3_source, upload  # noqa: F401 (fixtures)
+from test_remote_ranges import REL, long_video, span  # noqa: F401 (fixture)
+
+from dl.kits.remote.file_cache import Piece, PrefetchCache
+from dl.kits.remote.peer_copies import PeerCopies, range_name
+from dl.kits.remote.run_folders import host_name
+from dl.plugins.cpu_decoder import CpuDecoder
+
+CONTENT = bytes(range(256)) * 8  # 2048 bytes, every offset's byte known
+NAME = "v1"
+
+
+def peer_folder(base: Path, n: int) -> Path:
+    """The run folder of another cache on this host (a process that is gone: its files are whole all the same)."""
+    folder = base / f"run-{host_name()}-999999999-1.{n}" / NAME
+    folder.mkdir(parents=True)
+    return folder
+
+
+def hold(folder: Path, start: int, end: int, copy: int = 0) -> Path:
+    path = folder / range_name(start, end, copy)
+    path.write_bytes(CONTENT[start:end])
+    return path
+
+
+def fill(peers: PeerCopies, start: int, end: int, name: str = NAME) -> tuple[bytes, int, list[tuple[int, int]]]:
+    """(the bytes written, the bytes copied, the ranges downloaded) of one `fill`."""
+    downloads = []
+    with tempfile.TemporaryFile() as out:
+        def download(lo, hi):
+            downloads.append((lo, hi))
+            out.write(CONTENT[lo:hi])
+
+        copied = peers.fill(name, start, end, out, download)
+        out.seek(0)
+        return out.read(), copied, downloads
+
+
+spans = st.tuples(st.integers(0, 2047), st.integers(1, 400)).map(lambda t: (t[0], min(2048, t[0] + t[1])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(held=st.lists(st.tuples(st.integers(0, 2), spans), max_size=8), wanted=spans)
+def test_fill_copies_every_covered_byte_and_downloads_only_the_gaps(held, wanted):
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        folders = {}
+        for copy, (n, (a, b)) in enumerate(held):
+            if n not in folders:
+                folders[n] = peer_folder(base, n)
+            hold(folders[n], a, b, copy)
+        start, end = wanted
+        data, copied, downloads = fill(PeerCopies(base, base / "mine"), start, end)
+    assert data == CONTENT[start:end]
+    covered = {x for _, (a, b) in held for x in range(max(a, start), min(b, end))}
+    assert copied == len(covered)
+    downloaded = [x for lo, hi in downloads for x in range(lo, hi)]
+    assert sorted(downloaded) == sorted(set(range(start, end)) - covered)  # each uncovered byte, once
+    assert all(b1 < a2 for (_, b1), (a2, _) in zip(downloads, downloads[1:], strict=False))  # whole gaps, in order
+
+
+def test_what_is_not_whole_or_not_the_same_version_is_never_copied(tmp_path):
+    folder = peer_folder(tmp_path, 0)
+    hold(folder, 0, 100)
+    (folder / (range_name(100, 200, 1) + ".tmp")).write_bytes(CONTENT[100:200])  # still downloading
+    other = tmp_path / f"run-{host_name()}-999999999-1.1" / "v2"  # another version of the file
+    other.mkdir(parents=True)
+    (other / range_name(200, 300, 2)).write_bytes(b"\0" * 100)
+    data, copied, downloads = fill(PeerCopies(tmp_path, tmp_path / "mine"), 0, 300)
+    assert data == CONTENT[:300] and copied == 100 and downloads == [(100, 300)]
+
+
+def test_a_peer_file_released_after_the_listing_is_downloaded_instead(tmp_path):
+    gone = hold(peer_folder(tmp_path, 0), 0, 100)
+    peers = PeerCopies(tmp_path, tmp_path / "mine")
+    assert fill(peers, 0, 50)[2] == []  # listed (and copied)
+    gone.unlink()  # the peer released it; the listing is still fresh
+    data, copied, downloads = fill(peers, 50, 100)
+    assert data == CONTENT[50:100] and copied == 0 and downloads == [(50, 100)]
+    assert fill(peers, 0, 100)[2] == [(0, 100)]  # listed again: nothing there
+
+
+def test_a_mixture_s_caches_in_one_process_have_a_folder_each(tmp_path):
+    def download(rel, start, end, out):
+        out.write(b"a" * (end - start) if rel == "a" else b"b" * (end - start))
+
+    first = PrefetchCache(tmp_path, 1000, download, threads=1, shared=lambda rel: NAME)
+    second = PrefetchCache(tmp_path, 1000, download, threads=1, shared=lambda rel: "other")
+    first.admit(0, [Piece("a", 0, 10)])
+    second.admit(0, [Piece("b", 0, 10)])
+    assert first.dir != second.dir and first.dir.parent == second.dir.parent
+    a, b = first.locate("a", 0), second.locate("b", 0)
+    first.close()
+    assert not first.dir.exists() and Path(b.path).read_bytes() == b"b" * 10  # the other cache's files stay
+    assert not os.path.exists(a.path)
+    second.close()
+
+
+def _hold_episodes(source, episodes, ready, stop) -> None:
+    for key, one in enumerate(episodes):
+        source.admit(key, [one])
+    source.settle()
+    ready.set()
+    stop.wait(timeout=120)
+
+
+def test_a_second_process_copies_the_episodes_a_first_one_holds(s3, long_video, tmp_path):  # noqa: F811
+    source = s3_source(s3, upload(s3, long_video), cache_dir=str(tmp_path))
+    size = source.list_files("videos")[REL]
+    episodes = [span(size, 4.0, 5.0), span(size, 6.0, 7.0)]
+    planned = source.prepare(episodes)
+    source.reset_stats()
+    fork = multiprocessing.get_context("fork")
+    ready, stop = fork.Event(), fork.Event()
+    first = fork.Process(target=_hold_episodes, args=(source, episodes, ready, stop))
+    first.start()
+    try:
+        assert ready.wait(timeout=120)
+        before = source.stats()
+        assert before["bytes_fetched"] == planned and before["bytes_from_peers"] == 0
+        source.admit("again", [episodes[1]])  # this process: the second episode only
+        timestamps = [6.0 + k / 30 for k in range(30)]
+        from torchcodec.decoders import VideoDecoder
+
+        got = CpuDecoder().frames_in_run(source, REL, timestamps)
+        want = VideoDecoder(str(long_video / REL), seek_mode="approximate").get_frames_in_range(180, 210)
+        assert (got.data == want.data).all()
+        after = source.stats()
+        assert after["bytes_fetched"] == planned, "the second process fetched bytes the first one held"
+        assert 0 < after["bytes_from_peers"] < planned and after["ranges_from_peers"] > 0
+        source.release("again")
+    finally:
+        stop.set()
+        first.join(timeout=60)
+    assert first.exitcode == 0
