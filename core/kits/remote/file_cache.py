@@ -28,7 +28,6 @@ node-local storage first, or a source's `cache_dir`), removed when the process e
 and, after a crash, by the next process on the same host that starts a cache.
 """
 
-import bisect
 import enum
 import hashlib
 import heapq
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ...contracts.errors import DlError
+from .file_ranges import FileRanges, Piece, merged
 from .peer_copies import PeerCopies, range_name
 from .piece_order import PieceOrder, Ranked
 from .run_folders import run_dir
@@ -50,14 +50,6 @@ from .run_folders import run_dir
 Download = Callable[[str, int, int, BinaryIO], None]
 """`download(rel, start, end, out)`: write bytes `[start, end)` of the remote file `rel` into `out`; raises on
 failure."""
-
-
-class Piece(NamedTuple):
-    """Bytes `[start, end)` of the file `rel`."""
-
-    rel: str
-    start: int
-    end: int
 
 
 class Located(NamedTuple):
@@ -129,7 +121,7 @@ class PrefetchCache:
         self.inherited = {rel: sorted(pieces) for rel, pieces in (inherited or {}).items()}
         self.reserved = 0
         self._entries: dict[Piece, _Entry] = {}
-        self._by_file: dict[str, list[Piece]] = {}  # each file's entries, sorted, never overlapping
+        self._ranges = FileRanges()  # the entries' ranges
         self.order = order or PieceOrder()
         self.keep_released = keep_released
         self.shared = shared or (lambda rel: None)
@@ -160,8 +152,8 @@ class PrefetchCache:
             CacheLimitError: the bytes `key` needs, beyond those already held, exceed the limit.
         """
         with self._cond:
-            ranges = _merged(pieces)
-            gaps = [gap for piece in ranges for gap in self._gaps(piece)]
+            ranges = merged(pieces)
+            gaps = [gap for piece in ranges for gap in self._ranges.gaps(piece)]
             need = sum(g.end - g.start for g in gaps)
             if need > self.limit:
                 files = sorted({g.rel for g in gaps})
@@ -175,10 +167,10 @@ class PrefetchCache:
                 fixed = [(a.start, a.end) for a in atomic if a.rel == whole.rel]
                 zones = self.order.zones(whole.start, whole.end, [
                     r for r in reads if r.rel == whole.rel and r.start < whole.end and whole.start < r.end])
-                for gap in self._gaps(whole):
+                for gap in self._ranges.gaps(whole):
                     for start, end, depth in self.order.cut(zones, (gap.start, gap.end), fixed):
                         self._add(Piece(whole.rel, start, end), depth)
-                for covered in self._overlapping(whole):
+                for covered in self._ranges.overlapping(whole):
                     depth = self.order.depth(zones, covered.start, covered.end)
                     self._entries[covered].keys.add(key)
                     self._idle.pop(covered, None)
@@ -195,38 +187,15 @@ class PrefetchCache:
         else:
             path = self.dir / shared / range_name(piece.start, piece.end, self._copies)
         self._entries[piece] = _Entry(piece, str(path), depth)
-        bisect.insort(self._by_file.setdefault(piece.rel, []), piece)
+        self._ranges.add(piece)
         self._waiting.append(piece)
-
-    def _overlapping(self, piece: Piece) -> list[Piece]:
-        """The entries of `piece.rel` overlapping `piece`, ascending."""
-        pieces = self._by_file.get(piece.rel, [])
-        i = bisect.bisect_right(pieces, Piece(piece.rel, piece.start, piece.start)) - 1
-        out = []
-        for p in pieces[max(i, 0):]:
-            if p.start >= piece.end:
-                break
-            if p.end > piece.start:
-                out.append(p)
-        return out
-
-    def _gaps(self, piece: Piece) -> list[Piece]:
-        """The parts of `piece` no entry covers."""
-        out, pos = [], piece.start
-        for p in self._overlapping(piece):
-            if p.start > pos:
-                out.append(Piece(piece.rel, pos, p.start))
-            pos = max(pos, p.end)
-        if pos < piece.end:
-            out.append(Piece(piece.rel, pos, piece.end))
-        return out
 
     def promote(self, pieces: list[Piece]) -> None:
         """Readers need `pieces` next: the queued entries holding them come next in line (at depth 0, after
         those already there)."""
         with self._cond:
-            for piece in _merged(pieces):
-                for covered in self._overlapping(piece):
+            for piece in merged(pieces):
+                for covered in self._ranges.overlapping(piece):
                     self._sooner(covered, 0)
 
     def _sooner(self, piece: Piece, depth: int) -> None:
@@ -256,7 +225,7 @@ class PrefetchCache:
     def _drop(self, entry: _Entry) -> None:
         self._idle.pop(entry.piece, None)
         del self._entries[entry.piece]
-        self._by_file[entry.piece.rel].remove(entry.piece)
+        self._ranges.remove(entry.piece)
         if entry.state is State.WAITING:
             self._waiting.remove(entry.piece)
             return
@@ -296,7 +265,7 @@ class PrefetchCache:
             The download's own error (e.g. `SourceFileNotFoundError`, `dl.kits.remote.retry.RemoteReadError`).
         """
         with self._cond:
-            found = self._overlapping(Piece(rel, pos, pos + 1))
+            found = self._ranges.overlapping(Piece(rel, pos, pos + 1))
             if not found:
                 return self._inherited(rel, pos)
             entry = self._entries[found[0]]
@@ -321,7 +290,7 @@ class PrefetchCache:
     def held(self, rel: str) -> bool:
         """Whether any range of `rel` is admitted here or was inherited."""
         with self._cond:
-            return bool(self._by_file.get(rel)) or rel in self.inherited
+            return self._ranges.holds(rel) or rel in self.inherited
 
     def settle(self) -> None:
         """Block until every admitted range is downloaded.
@@ -430,17 +399,6 @@ class PrefetchCache:
                 self._drop(self._entries[piece])
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _merged(pieces: list[Piece]) -> list[Piece]:
-    """Pieces of one file that overlap or meet, merged; sorted."""
-    out: list[Piece] = []
-    for piece in sorted(p for p in pieces if p.end > p.start):
-        if out and out[-1].rel == piece.rel and piece.start <= out[-1].end:
-            out[-1] = Piece(piece.rel, out[-1].start, max(out[-1].end, piece.end))
-        else:
-            out.append(piece)
-    return out
 
 
 def _remove(path: str) -> None:
