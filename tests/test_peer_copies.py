@@ -1,15 +1,16 @@
 """dl.kits.remote.peer_copies: a cache copies the bytes this host's other processes downloaded instead of fetching
 them again. Property: whatever ranges the peers hold, `fill` writes exactly the file's bytes, copies every byte
-they cover and downloads only the rest (each gap once); a peer's file gone before it is opened, a download still
-in progress and another file version are never copied. Against moto: a second process reading the episodes a
-first one holds fetches nothing and decodes the same frames as the local file; the caches of one process (a
-mixture's sources) have a run folder each."""
+they cover and downloads only the rest (each gap once). A peer's file gone before it is opened, a download still
+in progress, another file version and another user's folder are never copied from; the caches of one process (a
+mixture's sources) have a run folder each. Against moto: a second process reading the episodes a first one
+holds fetches nothing and decodes the same frames as the local file."""
 
 import multiprocessing
 import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from remote_helpers import s3, s3_source, upload  # noqa: F401 (fixtures)
@@ -82,6 +83,15 @@ def test_what_is_not_whole_or_not_the_same_version_is_never_copied(tmp_path):
     (other / range_name(200, 300, 2)).write_bytes(b"\0" * 100)
     data, copied, downloads = fill(PeerCopies(tmp_path, tmp_path / "mine"), 0, 300)
     assert data == CONTENT[:300] and copied == 100 and downloads == [(100, 300)]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root (CI runs as root)")
+def test_another_user_s_folder_is_never_read(tmp_path):
+    folder = peer_folder(tmp_path, 0)
+    hold(folder, 0, 100)
+    os.chown(folder.parent, 12345, 12345)
+    data, copied, downloads = fill(PeerCopies(tmp_path, tmp_path / "mine"), 0, 100)
+    assert data == CONTENT[:100] and copied == 0 and downloads == [(0, 100)]
 
 
 def test_a_peer_file_released_after_the_listing_is_downloaded_instead(tmp_path):

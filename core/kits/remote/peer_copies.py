@@ -10,7 +10,8 @@ worker, the workers that follow the host's own pass, and every rank of a node fe
 
 A peer's file may be deleted at any moment (its range released or evicted, its process gone): a file gone when
 opened is downloaded instead, and an open file stays readable after its name goes. Only this host's folders
-are read: the base folder may be shared by nodes, where a file another node writes is not guaranteed whole.
+are read: the base folder may be shared by nodes, where a file another node writes is not guaranteed whole; and
+only this user's: in a folder users share (`/tmp`), another user could plant bytes under a file's name.
 """
 
 import os
@@ -66,9 +67,9 @@ class PeerCopies:
             return listed[1]
         out = []
         for run in host_runs(self.base):
-            if run == self.own:
-                continue
             try:
+                if run == self.own or run.stat().st_uid != os.getuid():  # another user's files are not trusted
+                    continue
                 entries = list(os.scandir(run / name))
             except OSError:  # no such folder, or its process removed it just now
                 continue
