@@ -1,0 +1,211 @@
+"""`RemoteStore`: every request a remote source makes, in one place: retried, counted and checked.
+
+Generic over fsspec filesystems (S3, GCS, the Hugging Face Hub, HTTP, memory...). Each request (listing, file
+facts, byte range) runs under a `dl.kits.remote.retry.RetryPolicy`, which retries transient errors with backoff
+and raises a clear error naming the URL when it gives up, and inside `dl.kits.remote.fork_guard.request_in_flight`
+(no DataLoader worker is forked in the middle of one). Counters (`dl.kits.remote.source_counters`) are summed
+over DataLoader workers. A range that comes back shorter than asked, or past the end of the file as listed, is
+an error naming the file (it changed since it was listed), never bytes handed on. Listings keep each file's size
+and fingerprint, so `fingerprint` asks nothing per listed file. `dl.kits.remote.source.RemoteSource` adds byte-range
+plans and prefetch on top.
+"""
+
+import os
+import posixpath
+import time
+from typing import TYPE_CHECKING
+
+from ...contracts.source import Source, file_facts
+from .fork_guard import request_in_flight
+from .retry import Failure, RemoteReadError, RetryPolicy, classify
+from .source_counters import STATS_MERGE, SourceCounters
+
+if TYPE_CHECKING:
+    import fsspec
+
+
+class RemoteStore(Source):
+    """A dataset root on a remote fsspec filesystem whose every request is retried, counted and checked.
+
+    Args:
+        fs, root, name: as `dl.Source` (the bulk files: data and videos).
+        url: the dataset's URL for messages, results and cache keys (default: `fs.unstrip_protocol(root)`).
+        meta_fs, meta_root: where `meta/` lives when it is elsewhere (metadata on the Hub, data in a bucket).
+        retry: the retry policy of every request.
+        pinned: what `pinned_options()` returns.
+        fs_settings: `{filesystem class name: {attribute: value}}` set on each process's filesystem instances
+            (e.g. s3fs's own `retries` attribute, which its constructor does not take).
+
+    Raises (from reads): `SourceFileNotFoundError` (404: never retried), `dl.kits.remote.retry.RemoteReadError`
+    (also for a file that changed since it was listed).
+    """
+
+    stats_merge = STATS_MERGE
+
+    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *, url: str | None = None,
+                 meta_fs: "fsspec.AbstractFileSystem | None" = None, meta_root: str | None = None,
+                 retry: RetryPolicy | None = None, pinned: dict | None = None,
+                 fs_settings: dict[str, dict] | None = None):
+        super().__init__(fs, root, name)
+        if url is not None:
+            self.__dict__["url"] = url  # the cached_property's slot
+        self._meta_fs, self._meta_pid = meta_fs, os.getpid()
+        self._meta_local: tuple[int, fsspec.AbstractFileSystem] | None = None  # (pid, this process's meta_fs)
+        self.meta_root = (meta_root.rstrip("/") if meta_root is not None else None)
+        self.retry = retry or RetryPolicy()
+        self._pinned = dict(pinned or {})
+        self.fs_settings = dict(fs_settings or {})
+        self.counters = SourceCounters()
+        self._sizes: dict[str, int] = {}
+        self._facts: dict[str, str] = {}  # fingerprints from listings
+        self.metadata_s = 0.0  # seconds spent listing, reading metadata and indexing (host and this process)
+
+    # ------------------------------------------------------------------------------------ requests
+    @property
+    def fs(self) -> "fsspec.AbstractFileSystem":
+        """This process's filesystem for the bulk files (rebuilt after fork, with `fs_settings` applied)."""
+        return self._tuned(Source.fs.fget(self))
+
+    @property
+    def meta_fs(self) -> "fsspec.AbstractFileSystem":
+        """This process's filesystem for `meta/` (the bulk one unless metadata lives elsewhere)."""
+        if self._meta_fs is None:
+            return self.fs
+        pid = os.getpid()
+        if self._meta_local is None or self._meta_local[0] != pid:
+            fs = self._meta_fs
+            self._meta_local = (pid, fs if pid == self._meta_pid else type(fs)(*fs.storage_args, **fs.storage_options))
+        return self._tuned(self._meta_local[1])
+
+    def _tuned(self, fs: "fsspec.AbstractFileSystem") -> "fsspec.AbstractFileSystem":
+        for attribute, value in self.fs_settings.get(type(fs).__name__, {}).items():
+            if getattr(fs, attribute, None) != value:
+                setattr(fs, attribute, value)
+        return fs
+
+    def _where(self, rel: str) -> tuple["fsspec.AbstractFileSystem", str]:
+        """(filesystem, full path) of `rel` (checked by `path`)."""
+        full = self.path(rel)
+        if self.meta_root is not None and (rel == "meta" or rel.startswith("meta/")):
+            return self.meta_fs, self.meta_root + full[len(self.root):]
+        return self.fs, full
+
+    def _call(self, rel: str, request):
+        """`request()` under the retry policy, counted."""
+        def attempt():
+            self.counters.add("requests")
+            with request_in_flight():  # no DataLoader worker is forked in the middle of it (dl.kits.remote.fork_guard)
+                return request()
+
+        try:
+            return self.retry.call(attempt, f"{self.url}/{rel}", self._on_retry)
+        except RemoteReadError:
+            self.counters.add("failures")
+            raise
+
+    def _on_retry(self, failure: Failure) -> None:
+        self.counters.add("retries")
+        if failure.status == 429:
+            self.counters.add("throttled_429")
+        elif failure.status is not None and failure.status >= 500:
+            self.counters.add("server_errors")
+
+    def _fetch(self, rel: str, start: int | None, end: int | None) -> bytes:
+        """Bytes `[start, end)` of `rel` (None: the file's start / end; negative: from the end), one request.
+
+        Raises:
+            RemoteReadError: fewer bytes came back than a bounded range asked for (the file is shorter than
+                listed or indexed: it changed).
+        """
+        if (start is not None and start < 0) or (end is not None and end < 0):
+            size = self._size(rel)
+            start = None if start is None else (start + size if start < 0 else start)
+            end = None if end is None else (end + size if end < 0 else end)
+        if start is not None and end is not None and end <= start:
+            return b""
+        fs, path = self._where(rel)
+        try:
+            data = self._call(rel, lambda: self.request_range(fs, path, start, end))
+        except RemoteReadError as exc:
+            if exc.__cause__ is not None and classify(exc.__cause__).status == 416:  # range not satisfiable
+                raise RemoteReadError(
+                    f"{self.url}/{rel}: bytes {start or 0}-{end} lie past the end of the file (listed at "
+                    f"{self._sizes.get(rel, '?')} bytes): the file changed since it was listed. Start the run again "
+                    "to read the new version.") from None
+            raise
+        self.counters.add("bytes_fetched", len(data))
+        if end is not None and len(data) != end - (start or 0) and (rel not in self._sizes or end <= self._sizes[rel]):
+            raise RemoteReadError(f"{self.url}/{rel}: asked for bytes {start or 0}-{end} of a file listed at "
+                                  f"{self._sizes.get(rel, '?')} bytes, got {len(data)}: the file changed since it "
+                                  "was listed. Start the run again to read the new version.")
+        return data
+
+    def request_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int | None, end: int | None) -> bytes:
+        """One request for bytes `[start, end)` of `path` on `fs` (non-negative offsets or None). Sources
+        whose filesystem reads ranges in several requests, or retries on its own, override it."""
+        return fs.cat_file(path, start=start, end=end)
+
+    def _size(self, rel: str) -> int:
+        size = self._sizes.get(rel)
+        if size is None:
+            size = self._sizes[rel] = int(self._info(rel).get("size") or 0)
+        return size
+
+    def _info(self, rel: str) -> dict:
+        fs, path = self._where(rel)
+        return self._call(rel, lambda: fs.info(path))
+
+    def remote_read(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes `[start, end)` of `rel` from the store, counted as a remote read and network wait (the
+        views' reads outside the cache)."""
+        t0 = time.perf_counter()
+        try:
+            self.counters.add("remote_reads")
+            return self._fetch(rel, start, end)
+        finally:
+            self.counters.add("network_wait_us", int((time.perf_counter() - t0) * 1e6))
+
+    # ------------------------------------------------------------------------------------ the Source API
+    def list_files(self, folder: str) -> dict[str, int]:
+        """As `Source.list_files`, retried and counted; the sizes and fingerprints (`file_facts` of the
+        listing's entries: ETag, checksum or time) are kept, so `fingerprint` asks nothing per file."""
+        t0 = time.perf_counter()
+        fs, base = self._where(folder)
+        clean = posixpath.normpath(folder)
+        root = base[: len(base) - len(clean)].rstrip("/") if clean != "." else base
+
+        def find():
+            try:
+                return fs.find(base, detail=True)
+            except FileNotFoundError:
+                return {}
+
+        out = {}
+        for full, info in self._call(folder, find).items():
+            if info.get("type", "file") == "directory":
+                continue
+            full = fs._strip_protocol(full)
+            rel = full[len(root) + 1:] if full.startswith(root + "/") else os.path.relpath(full, root)
+            out[rel] = int(info.get("size") or 0)
+            self._facts[rel] = file_facts(info)
+        self._sizes.update(out)
+        self.metadata_s += time.perf_counter() - t0
+        return dict(sorted(out.items()))
+
+    def fingerprint(self, rel: str) -> str:
+        """The listing's facts of `rel` when it was listed (no request), else one `info` request."""
+        facts = self._facts.get(rel)
+        return facts if facts is not None else file_facts(self._info(rel))
+
+    def pinned_options(self) -> dict:
+        return dict(self._pinned)
+
+    # ------------------------------------------------------------------------------------ ReportsStats
+    def reset_stats(self) -> None:
+        """Zero the counters (the benchmark does after its single-process pass)."""
+        self.counters.reset()
+
+    def stats(self, num_workers: int = 0, batch_size: int = 1) -> dict:
+        """The counters summed over this process and its DataLoader workers since the last reset, and the seconds
+        spent on metadata (`dl.kits.remote.source_counters.SourceCounters.report` lists every figure)."""
+        return self.counters.report(self.metadata_s)
