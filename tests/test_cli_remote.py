@@ -36,13 +36,16 @@ def test_bucket_run_reports_network_figures(s3, small_dataset, tmp_path):  # noq
     assert result["config"]["source_options"]["cache_dir"] == str(node_local)
     assert node_local.is_dir() and not list(node_local.iterdir())  # the run folders were there, and are gone
     stats = result["source_stats"]
-    assert result["status"] == "ok" and stats["requests"] > 0 and stats["failures"] == 0
-    assert stats["bytes_fetched"] >= stats["bytes_prefetched"] > 0
-    assert stats["read_amplification"] > 0  # below 1 once a later epoch re-admits episodes the cache kept
+    assert result["status"] == "ok" and stats["failures"] == 0 and stats["bytes_needed"] > 0
+    # the window's bytes come from the store, or are copied from what the host's single-process pass downloaded
+    assert stats["bytes_fetched"] >= stats["bytes_prefetched"]
+    assert stats["bytes_prefetched"] + stats["bytes_from_peers"] > 0
+    assert stats["read_amplification"] is not None  # below 1 where ranges were kept or copied from the host
     assert stats["cache_hits"] > 0 and stats["cache_bytes_peak"] > 0
     assert "source: read_amplification" in done.stdout
     assert "Traceback" not in done.stderr  # the progress thread survives piped output
-    assert stats["first_admission_s"] > 0 and "metadata_s" in stats and stats["ranges_prefetched"] > 0
+    assert stats["first_admission_s"] > 0 and "metadata_s" in stats
+    assert stats["ranges_prefetched"] + stats["ranges_from_peers"] > 0
     written = result["config"]["source_options"]["storage_options"]
     assert written == {"endpoint_url": s3.endpoint_url, "key": "<redacted>", "secret": "<redacted>"}
 
@@ -87,5 +90,5 @@ def test_stream_bucket_2node_serves_a_local_root_on_loopback(small_dataset, tmp_
     merged = json.loads((out / "stream_bucket_2node-cpu-single-w1-r2.json").read_text())
     assert merged["status"] == "ok" and merged["world_size"] == 2
     ranks = merged["ranks"]
-    assert merged["source_stats"]["requests"] == sum(r["source_stats"]["requests"] for r in ranks) > 0
+    assert merged["source_stats"]["bytes_needed"] == sum(r["source_stats"]["bytes_needed"] for r in ranks) > 0
     assert merged["dataset"]["root"].startswith("s3://dl-loopback/")

@@ -105,7 +105,7 @@ class PrefetchCache:
         shared: the name under which the ranges of a remote file are shared with this host's other processes
             (one name per file version, e.g. a digest of its URL and ETag), or None for a file not to share;
             without it nothing is shared.
-        on_copied: called with the size of each range copied from another process instead of downloaded.
+        on_copied: called, after a download that copied bytes from another process's cache, with their count.
     """
 
     def __init__(self, base: Path, limit_bytes: int, download: Download, threads: int = 4,

@@ -51,19 +51,13 @@ class RemoteSource(RemoteStore):
     """A dataset root on a remote fsspec filesystem, read with retries, counters, byte-range plans and prefetch.
 
     Args:
-        fs, root, name: as `dl.Source` (the bulk files: data and videos).
-        url: the dataset's URL for messages, results and cache keys (default: `fs.unstrip_protocol(root)`).
-        meta_fs, meta_root: where `meta/` lives when it is elsewhere (metadata on the Hub, data in a bucket).
-        retry: the retry policy of every request.
+        fs, root, name, url, meta_fs, meta_root, retry, pinned, fs_settings: as `dl.kits.remote.store.RemoteStore`.
         prefetch: download admitted episodes' ranges in the background (else every read streams).
         cache_bytes: the cache's byte limit for the whole DataLoader (each of N workers gets 1/N).
         cache_dir: the folder of the cache's run folders (None: `dl.kits.remote.run_folders.default_base()`,
             node-local storage first), resolved in each reading process (on its node).
         prefetch_threads: download threads per reading process.
         block_size: bytes per request of a read outside the cached ranges (read-ahead of streamed files).
-        pinned: what `pinned_options()` returns.
-        fs_settings: `{filesystem class name: {attribute: value}}` set on each process's filesystem instances
-            (e.g. s3fs's own `retries` attribute, which its constructor does not take).
 
     Raises (from reads): `SourceFileNotFoundError` (404: never retried), `dl.kits.remote.retry.RemoteReadError`
     (also for a file that changed since it was listed or indexed).
@@ -86,7 +80,7 @@ class RemoteSource(RemoteStore):
         self._inherit: dict[str, list[Located]] = {}
 
     def __getstate__(self):
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         proc = state.pop("_proc")
         state["_proc"] = None
         if proc is not None and proc.cache is not None and proc.settled:  # spawned children read these too

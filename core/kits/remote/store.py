@@ -60,6 +60,9 @@ class RemoteStore(Source):
         self._facts: dict[str, str] = {}  # fingerprints from listings
         self.metadata_s = 0.0  # seconds spent listing, reading metadata and indexing (host and this process)
 
+    def __getstate__(self):
+        return {**self.__dict__, "_meta_local": None}  # each process makes its own metadata filesystem
+
     # ------------------------------------------------------------------------------------ requests
     @property
     def fs(self) -> "fsspec.AbstractFileSystem":
