@@ -48,8 +48,8 @@ class PeerCopies:
     """The ranges this host's other run folders under `base` hold, copied on request.
 
     Args:
-        base: the folder of every process's run folder.
-        own: this process's run folder (never read as a peer).
+        base: the folder of every cache's run folder.
+        own: this cache's run folder (never read as a peer).
     """
 
     def __init__(self, base: Path, own: Path):
