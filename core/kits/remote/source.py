@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-import fsspec
 import torch.utils.data
 
 from ...contracts.errors import DlError
