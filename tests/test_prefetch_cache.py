@@ -3,7 +3,8 @@ episodes held once, only gaps downloaded), downloads cut into pieces, the first 
 atomic range never cut), reference counting of ranges shared by episodes, released ranges kept until their room
 is needed (`keep_released`, least recently released first), the byte limit
 (waiting in line, reads of waiting ranges go remote, one episode over the limit is an error), failed
-downloads, and the run folder's clean-up on close and after a crash."""
+downloads, and the run folder's clean-up on close and after a crash. Tests of the order of downloads turn joint
+downloads off (`coalesce_bytes=0`; test_coalesced_downloads.py tests them)."""
 
 import os
 import threading
@@ -311,7 +312,7 @@ def gated(remote: Remote):
 def test_first_pieces_of_every_range_come_first(tmp_path):
     remote = Remote({"v.mp4": bytes(range(100)) * 3})
     download, started = gated(remote)
-    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40))
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40), coalesce_bytes=0)
     cache.admit(0, [Piece("v.mp4", 0, 100)])
     assert started.wait(timeout=30)  # the only thread holds piece 0-10
     cache.admit(1, [Piece("v.mp4", 200, 300)])
@@ -329,7 +330,7 @@ def test_first_pieces_of_every_range_come_first(tmp_path):
 def test_a_piece_another_key_starts_on_moves_up(tmp_path):
     remote = Remote({"v.mp4": bytes(100)})
     download, started = gated(remote)
-    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40))
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40), coalesce_bytes=0)
     cache.admit(0, [Piece("v.mp4", 0, 100)])  # pieces 0-10, 10-30, 30-70, 70-100 (depths 0 to 3)
     assert started.wait(timeout=30)
     cache.admit(1, [Piece("v.mp4", 70, 100)])  # held already; its first piece for key 1
@@ -341,7 +342,7 @@ def test_a_piece_another_key_starts_on_moves_up(tmp_path):
 
 def test_atomic_ranges_are_never_cut(tmp_path):
     remote = Remote({"v.mp4": bytes(100)})
-    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1, order=PieceOrder(10, 40))
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1, order=PieceOrder(10, 40), coalesce_bytes=0)
     cache.admit(0, [Piece("v.mp4", 0, 100)], atomic=[Piece("v.mp4", 5, 25), Piece("other", 0, 100)])
     cache.settle()
     assert sorted(remote.fetched) == [("v.mp4", 0, 30), ("v.mp4", 30, 70), ("v.mp4", 70, 100)]

@@ -2,7 +2,7 @@
 (`ChunkPool.read_order`, `on_open`), those reads placed in a video span's bytes (`dl.kits.remote.span_reads`),
 the zones and pieces they make (`PieceOrder.zones`: rank-0 bytes as placed, later bytes in pieces of about
 `rest_bytes`, each at the lowest rank it holds), and the cache downloading by them (`PrefetchCache.admit`
-with reads, `promote`)."""
+with reads, `promote`; a piece per download: `coalesce_bytes=0`)."""
 
 import threading
 
@@ -139,7 +139,7 @@ def gated(store: Store):
 def test_the_cache_downloads_rank_zero_reads_first_then_by_rank(tmp_path):
     store = Store(bytes(range(256)) * 8)
     download, gate = gated(store)
-    cache = PrefetchCache(tmp_path, 10_000, download, threads=1, order=PieceOrder(100, 400, 300))
+    cache = PrefetchCache(tmp_path, 10_000, download, threads=1, order=PieceOrder(100, 400, 300), coalesce_bytes=0)
     cache.admit("a", [Piece("v", 0, 1000)], reads=[Ranked("v", 600, 700, 0), Ranked("v", 100, 200, 1)])
     cache.admit("b", [Piece("v", 1000, 2000)], reads=[Ranked("v", 1000, 1100, 0)])
     gate.set()
@@ -157,7 +157,7 @@ def test_the_cache_downloads_rank_zero_reads_first_then_by_rank(tmp_path):
 def test_promoted_bytes_come_next(tmp_path):
     store = Store(bytes(3000))
     download, gate = gated(store)
-    cache = PrefetchCache(tmp_path, 10_000, download, threads=1, order=PieceOrder(100, 400, 300))
+    cache = PrefetchCache(tmp_path, 10_000, download, threads=1, order=PieceOrder(100, 400, 300), coalesce_bytes=0)
     cache.admit("a", [Piece("v", 0, 3000)], reads=[Ranked("v", 0, 100, 0)])
     later = list(zip(range(100, 3000, 290), range(390, 3001, 290), strict=True))  # 2,900 bytes in 10 pieces
     cache.promote([Piece("v", 2500, 2600)])

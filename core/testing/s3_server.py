@@ -1,43 +1,63 @@
-"""A real S3-protocol server on loopback: moto's `ThreadedMotoServer` on 127.0.0.1 and a free port, with
-helpers to upload a dataset folder and to build s3fs storage options pointing at it.
+"""A real S3-protocol server on loopback: moto's server on 127.0.0.1 and a free port, in a process of its own,
+with helpers to upload a dataset folder and to build s3fs storage options pointing at it.
 
     with S3Server() as s3:
         url = s3.upload(dataset_dir, "bucket", "dataset")          # s3://bucket/dataset
         dl.make_dataset(url, source="bucket", source_options={"storage_options": s3.storage_options()})
 
+The server runs as `python -m dl.testing.s3_server`, as a real server runs beside its clients: it does not share
+their interpreter, so a benchmark's proxies and loaders never wait on its work for the GIL, and its CPU is its
+own process's (`pid`). It stops when its parent closes its stdin, or exits.
+
 Known facts: moto's server closes the connection after every response; passing `region_name` in
-`client_kwargs` makes bucket creation fail (the default region is used).
+`client_kwargs` makes bucket creation fail (the default region is used); moto reads an object's every byte for
+each ranged GET, so its CPU per request grows with the object's size (about 5 ms for 19 MB here).
 """
 
+import select
+import subprocess
+import sys
 from pathlib import Path
 
 CREDENTIALS = {"key": "testing", "secret": "testing"}
 """moto accepts any credentials; these keep botocore from looking for real ones."""
+STARTUP_S = 60.0
+"""Seconds the server process may take to start (importing moto) or to stop."""
 
 
 class S3Server:
-    """moto's S3 server in a daemon thread (a context manager).
+    """moto's S3 server in a child process (a context manager).
 
     Attributes:
         endpoint_url: `http://127.0.0.1:PORT`.
+        pid: the server's process id.
+
+    Raises (entering): RuntimeError when the server did not start within `STARTUP_S`.
     """
 
     def __init__(self):
-        import logging
-
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request on stderr
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self.endpoint_url = ""
+        self._process: subprocess.Popen | None = None
+        self.endpoint_url, self.pid = "", 0
 
     def __enter__(self) -> "S3Server":
-        self._server.start()
-        self.endpoint_url = f"http://127.0.0.1:{self._server.get_host_and_port()[1]}"
+        self._process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE)
+        ready, _, _ = select.select([self._process.stdout], [], [], STARTUP_S)
+        line = self._process.stdout.readline() if ready else b""
+        if not line.strip().isdigit():
+            self.__exit__()
+            raise RuntimeError(f"moto's S3 server did not start within {STARTUP_S:.0f} s (its errors are above).")
+        self.endpoint_url, self.pid = f"http://127.0.0.1:{int(line)}", self._process.pid
         return self
 
     def __exit__(self, *exc) -> None:
-        self._server.stop()
+        self._process.stdin.close()  # the server stops at end of input
+        try:
+            self._process.wait(timeout=STARTUP_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process.stdout.close()
 
     def storage_options(self, endpoint_url: str | None = None) -> dict:
         """s3fs options for this server (or for `endpoint_url`, e.g. a proxy in front of it)."""
@@ -59,3 +79,21 @@ class S3Server:
             if path.is_file():
                 fs.pipe_file(f"{bucket}/{prefix}/{path.relative_to(folder).as_posix()}", path.read_bytes())
         return f"s3://{bucket}/{prefix}"
+
+
+def serve() -> None:
+    """The server process: start moto, print its port, serve until stdin ends (the parent closed it or exited)."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request on stderr
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    print(server.get_host_and_port()[1], flush=True)
+    sys.stdin.buffer.read()
+    server.stop()
+
+
+if __name__ == "__main__":
+    serve()

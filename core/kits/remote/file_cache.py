@@ -13,7 +13,10 @@ recently released first: a later epoch that admits the same episode in the same 
 Downloads are pieces of the admitted ranges, the bytes readers need first first (`dl.kits.remote.piece_order`):
 the first piece of every admitted range before the second of any, or, where the loader says in which order it
 reads (`Ranked` reads), the bytes of every key's first reads before those of any key's second; so a loader that
-opens many episodes at once can start on all of them without waiting for any whole range. Admission never
+opens many episodes at once can start on all of them without waiting for any whole range. A thread taking a piece
+past the first reads (depth above 0) takes the pieces queued right after it in the same file along, in one
+download of at most `coalesce_bytes` (fewer requests: each costs a round trip, and a server's work per request);
+they stay separate entries. A first piece, and one a reader takes over, goes alone. Admission never
 blocks the caller: entries wait in line (first come, first served) until the byte limit lets them in, and a
 reader that needs bytes still waiting for room gets `None` and reads them remotely instead, so a full cache
 slows reads down but can never deadlock a loader that admits its next episode before releasing the last one.
@@ -28,9 +31,9 @@ node-local storage first, or a source's `cache_dir`), removed when the process e
 and, after a crash, by the next process on the same host that starts a cache.
 """
 
-import enum
 import hashlib
 import heapq
+import io
 import itertools
 import os
 import shutil
@@ -39,52 +42,17 @@ from collections import deque
 from collections.abc import Callable
 from multiprocessing.util import Finalize
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
 
 from ...contracts.errors import DlError
+from .cache_entry import Download, Entry, Located, State
 from .file_ranges import FileRanges, Piece, merged
 from .peer_copies import PeerCopies, range_name
-from .piece_order import PieceOrder, Ranked
+from .piece_order import COALESCE_BYTES, PieceOrder, Ranked
 from .run_folders import run_dir
-
-Download = Callable[[str, int, int, BinaryIO], None]
-"""`download(rel, start, end, out)`: write bytes `[start, end)` of the remote file `rel` into `out`; raises on
-failure."""
-
-
-class Located(NamedTuple):
-    """A local copy of bytes `[start, end)` of a remote file: `path` holds exactly those bytes."""
-
-    path: str
-    start: int
-    end: int
 
 
 class CacheLimitError(DlError):
     """What a key needs cannot fit in the cache's byte limit."""
-
-
-class State(enum.Enum):
-    WAITING = "waiting for room"
-    QUEUED = "queued"
-    LOADING = "downloading"
-    READY = "ready"
-    FAILED = "failed"
-
-
-class _Entry:
-    __slots__ = ("piece", "keys", "state", "done", "error", "path", "depth")
-
-    def __init__(self, piece: Piece, path: str, depth: int):
-        self.piece, self.path, self.depth = piece, path, depth  # depth: the shallowest any key reads it at
-        self.keys: set = set()
-        self.state = State.WAITING
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-
-    @property
-    def size(self) -> int:
-        return self.piece.end - self.piece.start
 
 
 class PrefetchCache:
@@ -106,13 +74,15 @@ class PrefetchCache:
             (one name per file version, e.g. a digest of its URL and ETag), or None for a file not to share;
             without it nothing is shared.
         on_copied: called, after a download that copied bytes from another process's cache, with their count.
+        coalesce_bytes: the most bytes one download of pieces following one another may carry (0: every piece
+            alone).
     """
 
     def __init__(self, base: Path, limit_bytes: int, download: Download, threads: int = 4,
                  on_reserved: Callable[[int], None] | None = None, on_done: Callable[[], None] | None = None,
                  inherited: dict[str, list[Located]] | None = None, order: PieceOrder | None = None,
                  keep_released: bool = False, shared: Callable[[str], str | None] | None = None,
-                 on_copied: Callable[[int], None] | None = None):
+                 on_copied: Callable[[int], None] | None = None, coalesce_bytes: int = COALESCE_BYTES):
         if limit_bytes < 1:
             raise DlError(f"cache limit must be >= 1 byte, got {limit_bytes}.")
         self.base, self.limit, self.download, self.threads = Path(base), int(limit_bytes), download, max(1, threads)
@@ -120,12 +90,13 @@ class PrefetchCache:
         self.on_done = on_done or (lambda: None)
         self.inherited = {rel: sorted(pieces) for rel, pieces in (inherited or {}).items()}
         self.reserved = 0
-        self._entries: dict[Piece, _Entry] = {}
+        self._entries: dict[Piece, Entry] = {}
         self._ranges = FileRanges()  # the entries' ranges
         self.order = order or PieceOrder()
         self.keep_released = keep_released
         self.shared = shared or (lambda rel: None)
         self.on_copied = on_copied or (lambda n: None)
+        self.coalesce_bytes = int(coalesce_bytes)
         self._peers: PeerCopies | None = None
         self._held: dict[object, dict[Piece, int]] = {}  # each key's entries and the depth it reads them at
         self._idle: dict[Piece, None] = {}  # downloaded entries no key holds, least recently released first
@@ -186,7 +157,7 @@ class PrefetchCache:
             path = self.dir / f"{hashlib.sha1(piece.rel.encode()).hexdigest()[:20]}-{self._copies}.part{piece.start}"
         else:
             path = self.dir / shared / range_name(piece.start, piece.end, self._copies)
-        self._entries[piece] = _Entry(piece, str(path), depth)
+        self._entries[piece] = Entry(piece, str(path), depth)
         self._ranges.add(piece)
         self._waiting.append(piece)
 
@@ -222,7 +193,7 @@ class PrefetchCache:
                     self._drop(entry)
             self._grant()
 
-    def _drop(self, entry: _Entry) -> None:
+    def _drop(self, entry: Entry) -> None:
         self._idle.pop(entry.piece, None)
         del self._entries[entry.piece]
         self._ranges.remove(entry.piece)
@@ -275,7 +246,7 @@ class PrefetchCache:
             if claimed:  # its heap item is skipped when it comes up
                 entry.state = State.LOADING
         if claimed:
-            self._fetch(entry)
+            self._fetch([entry])
         entry.done.wait()
         if entry.state is State.FAILED:
             raise entry.error
@@ -345,35 +316,63 @@ class PrefetchCache:
                     entry = self._entries.get(heapq.heappop(self._queued)[2])
                     if entry is not None and entry.state is not State.QUEUED:  # a stale item: taken or dropped
                         entry = None
-                entry.state = State.LOADING
-            self._fetch(entry)
+                run = self._take_run(entry)
+            self._fetch(run)
 
-    def _fetch(self, entry: _Entry) -> None:
-        part, shared = f"{entry.path}.tmp", self.shared(entry.piece.rel)
+    def _take_run(self, entry: Entry) -> list[Entry]:
+        """`entry` and the queued entries right after it in its file, while their bytes add up to at most
+        `coalesce_bytes`: one download, taken (called with the lock held)."""
+        entry.state = State.LOADING
+        run, size = [entry], entry.size
+        while entry.depth > 0:
+            last = run[-1].piece
+            after = self._ranges.overlapping(Piece(last.rel, last.end, last.end + 1))
+            follower = self._entries[after[0]] if after and after[0].start == last.end else None
+            if follower is None or follower.state is not State.QUEUED or size + follower.size > self.coalesce_bytes:
+                return run
+            follower.state = State.LOADING
+            run.append(follower)
+            size += follower.size
+        return run
+
+    def _fetch(self, run: list[Entry]) -> None:
+        """Download `run` (adjacent ranges of one file, taken) in one go (bytes other processes hold copied, see
+        `PeerCopies.fill`), then write each range's file."""
+        rel, start, end = run[0].piece.rel, run[0].piece.start, run[-1].piece.end
+        shared, written = self.shared(rel), []
         try:
-            os.makedirs(os.path.dirname(part), exist_ok=True)
-            with open(part, "wb") as out:
-                copied = 0
-                if shared is None:
-                    self.download(*entry.piece, out)
-                else:
-                    copied = self._peers.fill(shared, entry.piece.start, entry.piece.end, out,
-                                              lambda lo, hi: self.download(entry.piece.rel, lo, hi, out))
-            os.replace(part, entry.path)
+            data = io.BytesIO()
+            copied = 0
+            if shared is None:
+                self.download(rel, start, end, data)
+            else:
+                copied = self._peers.fill(shared, start, end, data, lambda lo, hi: self.download(rel, lo, hi, data))
+            view = data.getbuffer()
+            for entry in run:
+                part = f"{entry.path}.tmp"
+                os.makedirs(os.path.dirname(part), exist_ok=True)
+                written.append(part)
+                with open(part, "wb") as out:
+                    out.write(view[entry.piece.start - start:entry.piece.end - start])
+                os.replace(part, entry.path)
+            del view
             if copied:
                 self.on_copied(copied)
             state, error = State.READY, None
-        except BaseException as exc:  # handed to every reader of this file
-            _remove(part)
+        except BaseException as exc:  # handed to every reader of these ranges
+            for part in written:
+                _remove(part)
+                _remove(part[:-len(".tmp")])
             state, error = State.FAILED, exc
         with self._cond:
-            entry.state, entry.error = state, error
-            if self._entries.get(entry.piece) is not entry:  # released while downloading
-                _remove(entry.path)
-                self._unreserve(entry.size)
-            elif state is State.FAILED:
-                self._unreserve(entry.size)
-            entry.done.set()
+            for entry in run:
+                entry.state, entry.error = state, error
+                if self._entries.get(entry.piece) is not entry:  # released while downloading
+                    _remove(entry.path)
+                    self._unreserve(entry.size)
+                elif state is State.FAILED:
+                    self._unreserve(entry.size)
+                entry.done.set()
             self._grant()
         self.on_done()
 

@@ -31,7 +31,8 @@ import torch.utils.data
 
 from ...contracts.errors import DlError
 from ...contracts.source import FileSpan
-from .file_cache import Located, Piece, PrefetchCache
+from .cache_entry import Located
+from .file_cache import Piece, PrefetchCache
 from .file_plan import digest
 from .plans import FilePlans
 from .retry import RemoteReadError, RetryPolicy

@@ -8,7 +8,7 @@ import io
 import os
 from typing import Protocol
 
-from .file_cache import Located
+from .cache_entry import Located
 
 
 class Reads(Protocol):

@@ -1,0 +1,88 @@
+"""dl.kits.remote.file_cache.PrefetchCache joins queued pieces that follow one another in a file into one
+download of at most `coalesce_bytes`: fewer requests, each admitted byte still fetched once. A range's first
+piece (depth 0, what a reader starts on) goes alone, and a failed joint download fails every range in it."""
+
+import os
+import threading
+from itertools import pairwise
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_prefetch_cache import Remote, read_at
+
+from dl.contracts.errors import SourceFileNotFoundError
+from dl.kits.remote.file_cache import Piece, PrefetchCache
+from dl.kits.remote.file_ranges import merged
+from dl.kits.remote.piece_order import PieceOrder
+
+
+class Calls:
+    """A download that records every call `(rel, start, end)`, successful or not (threads append at once)."""
+
+    def __init__(self, remote: Remote):
+        self.remote, self.calls, self._lock = remote, [], threading.Lock()
+
+    def __call__(self, rel, start, end, out):
+        with self._lock:
+            self.calls.append((rel, start, end))
+        self.remote.download(rel, start, end, out)
+
+
+def test_pieces_after_the_first_go_in_downloads_of_at_most_coalesce_bytes(tmp_path):
+    remote = Remote({"v.mp4": bytes(range(200))})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1, order=PieceOrder(10, 40), coalesce_bytes=100)
+    cache.admit(0, [Piece("v.mp4", 0, 200)])  # pieces 0-10 (depth 0), 10-30, 30-70, 70-110, 110-150, 150-190, 190-200
+    cache.settle()
+    assert remote.fetched == [("v.mp4", 0, 10), ("v.mp4", 10, 110), ("v.mp4", 110, 200)]
+    assert read_at(cache, "v.mp4", 0, 200) == remote.files["v.mp4"]  # each piece its own range, read across them
+    cache.release(0)
+    assert cache.reserved == 0 and os.listdir(cache.dir) == []
+    cache.close()
+
+
+def test_coalesce_bytes_zero_downloads_every_piece_alone(tmp_path):
+    remote = Remote({"v.mp4": bytes(100)})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1, order=PieceOrder(10, 40), coalesce_bytes=0)
+    cache.admit(0, [Piece("v.mp4", 0, 100)])
+    cache.settle()
+    assert remote.fetched == [("v.mp4", 0, 10), ("v.mp4", 10, 30), ("v.mp4", 30, 70), ("v.mp4", 70, 100)]
+    cache.close()
+
+
+def test_a_failed_joint_download_fails_every_range_in_it(tmp_path):
+    download, ended = Calls(Remote({})), threading.Event()  # the file is gone from the store
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40), coalesce_bytes=100,
+                          on_done=lambda: cache.ready(0) and ended.set())
+    cache.admit(0, [Piece("gone.mp4", 0, 200)])
+    assert ended.wait(timeout=30)  # the download thread tried every piece (no reader took one over)
+    for pos in (0, 50, 150, 199):
+        with pytest.raises(SourceFileNotFoundError, match="gone.mp4"):
+            cache.locate("gone.mp4", pos)
+    assert download.calls == [("gone.mp4", 0, 10), ("gone.mp4", 10, 110), ("gone.mp4", 110, 200)]
+    assert cache.reserved == 0 and os.listdir(cache.dir) == []  # nothing reserved, no partial file left
+    cache.release(0)
+    cache.close()
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(size=st.integers(1, 400), first=st.integers(1, 40), grow=st.integers(0, 3), coalesce=st.integers(0, 200),
+       threads=st.integers(1, 3),
+       ranges=st.lists(st.tuples(st.integers(0, 399), st.integers(1, 200)), min_size=1, max_size=5))
+def test_joint_downloads_fetch_exactly_the_admitted_bytes_once(tmp_path_factory, size, first, grow, coalesce,
+                                                               threads, ranges):
+    remote = Remote({"v.mp4": bytes(i % 251 for i in range(size))})
+    download, order = Calls(remote), PieceOrder(first, first << grow)
+    cache = PrefetchCache(tmp_path_factory.mktemp("c"), 10_000, download, threads=threads, order=order,
+                          coalesce_bytes=coalesce)
+    pieces = [Piece("v.mp4", a, min(a + n, size)) for a, n in ranges if a < size]
+    for key, piece in enumerate(pieces):
+        cache.admit(key, [piece])
+    cache.settle()
+    calls = sorted(download.calls)
+    assert all(b <= c for (_, _, b), (_, c, _) in pairwise(calls))  # no byte twice
+    assert merged([Piece(*call) for call in calls]) == merged(pieces)  # every admitted byte, nothing else
+    assert all(end - start <= max(coalesce, order.max_bytes) for _, start, end in calls)
+    for piece in pieces:
+        assert read_at(cache, "v.mp4", piece.start, piece.end) == remote.files["v.mp4"][piece.start:piece.end]
+    cache.close()

@@ -1,0 +1,47 @@
+"""dl.testing.s3_server.S3Server: moto in a process of its own, serving ranged reads on loopback, gone when its
+context ends, and when the process that started it dies (its stdin closes)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+import psutil
+import pytest
+
+from dl.testing.s3_server import S3Server
+
+
+def test_serves_ranges_from_its_own_process_and_stops_with_its_context(tmp_path):
+    (tmp_path / "a.bin").write_bytes(bytes(range(256)) * 4)
+    with S3Server() as s3:
+        assert s3.pid != os.getpid() and psutil.Process(s3.pid).ppid() == os.getpid()
+        url = s3.upload(tmp_path, "tests", "ds")
+        assert s3.filesystem().cat_file(f"{url}/a.bin", start=300, end=310) == bytes(range(44, 54))
+        address = urlsplit(s3.endpoint_url)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((address.hostname, address.port), timeout=5).close()
+
+
+def test_stops_when_the_process_that_started_it_dies():
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom dl.testing.s3_server import S3Server\n"
+        "with S3Server() as s3:\n    print(s3.pid, flush=True)\n    time.sleep(600)\n")], stdout=subprocess.PIPE)
+    server = psutil.Process(int(parent.stdout.readline()))
+    parent.send_signal(signal.SIGKILL)  # no clean-up runs in the parent
+    parent.wait(timeout=30)
+    parent.stdout.close()
+    deadline = time.monotonic() + 60
+    while not ended(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ended(server)
+
+
+def ended(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
