@@ -1,6 +1,7 @@
 """dl.kits.remote.file_cache.PrefetchCache joins queued pieces that follow one another in a file into one
-download of at most `coalesce_bytes`: fewer requests, each admitted byte still fetched once. A range's first
-piece (depth 0, what a reader starts on) goes alone, and a failed joint download fails every range in it."""
+download of at most `coalesce_bytes`: fewer requests, each admitted byte still fetched once. A first read's piece
+(depth 0, what a reader starts on) takes only first reads' pieces along, and a failed joint download fails every
+range in it."""
 
 import os
 import threading
@@ -14,7 +15,7 @@ from test_prefetch_cache import Remote, read_at
 from dl.contracts.errors import SourceFileNotFoundError
 from dl.kits.remote.file_cache import Piece, PrefetchCache
 from dl.kits.remote.file_ranges import merged
-from dl.kits.remote.piece_order import PieceOrder
+from dl.kits.remote.piece_order import PieceOrder, Ranked
 
 
 class Calls:
@@ -38,6 +39,16 @@ def test_pieces_after_the_first_go_in_downloads_of_at_most_coalesce_bytes(tmp_pa
     assert read_at(cache, "v.mp4", 0, 200) == remote.files["v.mp4"]  # each piece its own range, read across them
     cache.release(0)
     assert cache.reserved == 0 and os.listdir(cache.dir) == []
+    cache.close()
+
+
+def test_a_first_read_cut_in_pieces_is_one_download_without_deeper_bytes(tmp_path):
+    remote = Remote({"v.mp4": bytes(range(100))})
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1, order=PieceOrder(10, 40, 35),
+                          coalesce_bytes=100)
+    cache.admit(0, [Piece("v.mp4", 0, 100)], reads=[Ranked("v.mp4", 0, 30, 0), Ranked("v.mp4", 30, 100, 1)])
+    cache.settle()  # the first read in pieces 0-10 and 10-30 (depth 0), the rest in 30-65 and 65-100 (depth 1)
+    assert remote.fetched == [("v.mp4", 0, 30), ("v.mp4", 30, 100)]
     cache.close()
 
 

@@ -248,7 +248,7 @@ def test_run_folders_of_dead_processes_are_removed(tmp_path):
 
 def test_overlapping_ranges_of_two_episodes_download_only_the_gaps(tmp_path):
     remote = Remote({"v.mp4": bytes(range(200)) * 5})
-    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1)
+    cache = PrefetchCache(tmp_path, 1000, remote.download, threads=1, coalesce_bytes=0)
     cache.admit(0, [Piece("v.mp4", 0, 100), Piece("v.mp4", 300, 500)])  # a header and an episode
     cache.admit(1, [Piece("v.mp4", 0, 100), Piece("v.mp4", 450, 700)])  # the same header, an episode overlapping
     assert read_at(cache, "v.mp4", 0, 100) == remote.files["v.mp4"][:100]

@@ -14,9 +14,9 @@ Downloads are pieces of the admitted ranges, the bytes readers need first first 
 the first piece of every admitted range before the second of any, or, where the loader says in which order it
 reads (`Ranked` reads), the bytes of every key's first reads before those of any key's second; so a loader that
 opens many episodes at once can start on all of them without waiting for any whole range. A thread taking a piece
-past the first reads (depth above 0) takes the pieces queued right after it in the same file along, in one
-download of at most `coalesce_bytes` (fewer requests: each costs a round trip, and a server's work per request);
-they stay separate entries. A first piece, and one a reader takes over, goes alone. Admission never
+takes the pieces queued right after it in the same file along, in one download of at most `coalesce_bytes` (fewer
+requests: each costs a round trip, and a server's work per request); they stay separate entries. A first read's
+piece (depth 0) takes only first reads' pieces along, and one a reader takes over goes alone. Admission never
 blocks the caller: entries wait in line (first come, first served) until the byte limit lets them in, and a
 reader that needs bytes still waiting for room gets `None` and reads them remotely instead, so a full cache
 slows reads down but can never deadlock a loader that admits its next episode before releasing the last one.
@@ -321,14 +321,17 @@ class PrefetchCache:
 
     def _take_run(self, entry: Entry) -> list[Entry]:
         """`entry` and the queued entries right after it in its file, while their bytes add up to at most
-        `coalesce_bytes`: one download, taken (called with the lock held)."""
+        `coalesce_bytes` and, after a first read's piece (depth 0), while they are first reads too (the pieces a
+        first read is cut into: a deeper one would hold a reader's first bytes back): one download, taken (called
+        with the lock held)."""
         entry.state = State.LOADING
         run, size = [entry], entry.size
-        while entry.depth > 0:
+        while True:
             last = run[-1].piece
             after = self._ranges.overlapping(Piece(last.rel, last.end, last.end + 1))
             follower = self._entries[after[0]] if after and after[0].start == last.end else None
-            if follower is None or follower.state is not State.QUEUED or size + follower.size > self.coalesce_bytes:
+            if (follower is None or follower.state is not State.QUEUED or size + follower.size > self.coalesce_bytes
+                    or (entry.depth == 0 and follower.depth > 0)):
                 return run
             follower.state = State.LOADING
             run.append(follower)

@@ -50,9 +50,10 @@ class SourceCounters:
         """The counters summed over this process and its DataLoader workers since the last reset:
         `requests`, `bytes_fetched`, `retries` (of which `throttled_429` and `server_errors`), `failures`
         (requests given up), `cache_hits` / `remote_reads` (reads served from cached ranges / from the store),
-        `ranges_prefetched` (downloads: pieces of the admitted ranges), `bytes_prefetched`, `ranges_from_peers` and
-        `bytes_from_peers` (pieces copied from the caches of this host's other processes instead: the host's pass,
-        other workers, other ranks; `dl.kits.remote.peer_copies`), `bytes_needed` (what the admitted episodes'
+        `ranges_prefetched` (downloads: a piece of the admitted ranges, or pieces following one another joined),
+        `bytes_prefetched`, `ranges_from_peers` and `bytes_from_peers` (downloads that copied bytes from the caches
+        of this host's other processes instead, and those bytes: the host's pass, other workers, other ranks;
+        `dl.kits.remote.peer_copies`), `bytes_needed` (what the admitted episodes'
         frames and rows occupy), `read_amplification` (fetched / needed), `cache_bytes_peak` (each process's peak
         reservation, summed), `network_wait_s` (seconds readers blocked on the network, summed over processes);
         and the time to a first batch's data: `metadata_s` (given: listing, metadata and file indexes, on the
