@@ -48,5 +48,3 @@ class Entry:
     @property
     def size(self) -> int:
         return self.piece.end - self.piece.start
-
-

@@ -336,7 +336,6 @@ class PrefetchCache:
             follower.state = State.LOADING
             run.append(follower)
             size += follower.size
-        return run
 
     def _fetch(self, run: list[Entry]) -> None:
         """Download `run` (adjacent ranges of one file, taken) in one go (bytes other processes hold copied, see

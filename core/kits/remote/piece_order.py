@@ -40,10 +40,11 @@ windows): 234-237 samples/s with 256 KiB pieces, 253-256 with 96 KiB (2.1x the r
 COALESCE_BYTES = 384 << 10
 """The most bytes of one download that joins queued pieces following one another in a file (four of
 `REST_PIECE_BYTES`). Measured on LeRobot's layout behind 20 ms / 80 Mbit/s (`pool`, 2 workers, 30 s windows,
-medians of 2): through moto 263 samples/s without joining, 282 with it (988 requests, 514-654; moto's CPU 12.4-13.2 s,
-8.9-9.7 s), through dl's Hub server 286 and 298; joining deeper pieces to a depth-0 one too (373 requests) gave 278
-and 299 but a later first batch through the Hub (1.37 s against 0.96 s); on open50, 1 MiB gave no more than 384 KiB
-(moto 1141 and 1075-1100 samples/s, the Hub 1144 and 1088-1136)."""
+medians of 2, 2026-11-24): through moto 263 samples/s without joining (988 requests; moto and its proxy 12.4-13.2 s
+of CPU), 278-282 with it (448-571 requests; 8.6-9.7 s); through dl's Hub server 286 without, 282-298 with. Joining
+deeper pieces to a depth-0 one too (373 requests) gave 278 and 299 but a later first batch through the Hub (1.37 s
+against 0.96 s); on open50, 1 MiB gave no more than 384 KiB (moto 1141 samples/s against 1075-1100, the Hub 1144
+against 1088-1136)."""
 
 
 class Ranked(NamedTuple):
