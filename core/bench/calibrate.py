@@ -7,7 +7,7 @@ from ..contracts.errors import CodecUnsupportedError, DlError
 from ..contracts.units import parse_bytes
 from ..format.metadata import DatasetMeta
 from ..host.registry import Registry
-from .ceiling import TRIALS, CeilingPlan, measure_trials, warm_file_cache
+from .ceiling import TRIALS, CeilingPlan, local_copies, measure_trials, warm_file_cache
 from .spec import RunSpec
 
 AUTO = "auto"
@@ -37,16 +37,17 @@ def calibrate_decoders(meta: DatasetMeta, episodes: list, registry: Registry, se
     by = "sequential_frames_per_s" if sequential else "random_frames_per_s"
     found: dict[str, dict] = {}
     warm_file_cache(meta, episodes)
-    for name in registry.names("decoder"):
-        try:
-            decoder = registry.create("decoder", name)
-            trials = measure_trials(meta, decoder, episodes, CeilingPlan(trial_s=seconds / TRIALS))
-            found[name] = {f"{kind}_frames_per_s": round(max(rates), 1) for kind, rates in trials.items()}
-        except CodecUnsupportedError as exc:
-            found[name] = {"unavailable": f"cannot decode {exc.codec} on {exc.device}", "codec": exc.codec,
-                           "fix": exc.fix}
-        except DlError as exc:
-            found[name] = {"unavailable": str(exc)}
+    with local_copies(meta, episodes) as held:
+        for name in registry.names("decoder"):
+            try:
+                decoder = registry.create("decoder", name)
+                trials = measure_trials(meta, decoder, held, CeilingPlan(trial_s=seconds / TRIALS))
+                found[name] = {f"{kind}_frames_per_s": round(max(rates), 1) for kind, rates in trials.items()}
+            except CodecUnsupportedError as exc:
+                found[name] = {"unavailable": f"cannot decode {exc.codec} on {exc.device}", "codec": exc.codec,
+                               "fix": exc.fix}
+            except DlError as exc:
+                found[name] = {"unavailable": str(exc)}
     timed = {name: r for name, r in found.items() if "unavailable" not in r}
     if not timed:
         reasons = "; ".join(f"{n}: {r['unavailable']}" for n, r in found.items())

@@ -15,6 +15,8 @@ what they take from each other (cores, memory bandwidth) is in the ceiling as it
 """
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +34,9 @@ MIN_TRIAL_FRAMES = 32
 """A trial runs until it has decoded at least this many frames, however long that takes."""
 WARM_READ_BYTES = 2 << 30
 """The most bytes of video read once, before the trials, to warm the file cache (local sources only)."""
+REMOTE_BYTES = 32 << 20
+"""The most bytes of a remote source's episodes (estimated from the listed file sizes and each episode's share)
+downloaded once for the trials to decode: a ceiling is decode speed, not the network's (~3 s at 80 Mbit/s)."""
 IMAGE_EPISODES = 4
 """Episodes whose image features (PNG/JPEG in the data parquet) are read once, untimed, for the trials to decode."""
 
@@ -66,6 +71,41 @@ def warm_file_cache(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int =
             while read < limit and (block := f.read(1 << 22)):
                 read += len(block)
     return read
+
+
+@contextmanager
+def local_copies(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int = REMOTE_BYTES
+                 ) -> Iterator[list[EpisodeMeta]]:
+    """The episodes for the trials to decode, held locally while the block runs: `episodes` unchanged for a local
+    source; for a remote one, the first of them whose bytes fit `limit` (at least one), admitted to the source
+    (`Source.admit`, keys `("decode ceiling", episode index)`) and downloaded (`Source.settle`) before the block,
+    discarded after it (`Source.discard`: deleted, so they do not warm the run's window). Trials (and DataLoader
+    workers forked inside the block) then read cached ranges instead of streaming the same blocks again for
+    every random frame: through `bucket` behind 20 ms / 80 Mbit/s, the 2-worker ceiling on open50 streamed
+    436 MB in 48 s, 3.6 times the dataset, and measured the network.
+
+    Raises:
+        As `Source.admit` / `Source.settle` (a download that fails, a cache too small for one episode).
+    """
+    if meta.source.is_local:
+        yield episodes
+        return
+    chosen, total = [], 0.0
+    for ep in episodes:
+        size = sum((span.size or 0) * span.share for span in meta.file_spans(ep))
+        if chosen and total + size > limit:
+            break
+        chosen.append(ep)
+        total += size
+    keys = [("decode ceiling", ep.index) for ep in chosen]
+    try:
+        for key, ep in zip(keys, chosen, strict=True):
+            meta.source.admit(key, meta.file_spans(ep))
+        meta.source.settle()
+        yield chosen
+    finally:
+        for key in keys:
+            meta.source.discard(key)
 
 
 def _decode_all(meta: DatasetMeta, decoder: Decoder, requests: list[FrameRequest]) -> int:

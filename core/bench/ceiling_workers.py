@@ -8,7 +8,7 @@ from ..contracts.decoder import Decoder
 from ..contracts.needs import merge_needs
 from ..dataloader.build import WorkerInit
 from ..format.metadata import DatasetMeta, EpisodeMeta
-from .ceiling import TRIALS, CeilingPlan, measure_trials, summarize, warm_file_cache
+from .ceiling import TRIALS, CeilingPlan, local_copies, measure_trials, summarize, warm_file_cache
 
 
 class _Trials(torch.utils.data.IterableDataset):
@@ -28,7 +28,8 @@ def decode_ceiling(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMe
     """The `decode_ceiling` result field: random and sequential camera frames/s of `decoder` on `episodes`, each
     kind the best of `dl.bench.ceiling.TRIALS` trials sharing half of `seconds`, measured in `num_workers`
     DataLoader workers decoding at once (their rates summed per trial), or in this process when `num_workers` is
-    0, after the files were read once. None for a dataset without cameras or `seconds` <= 0.
+    0, after the files were read once (a remote source's first episodes downloaded once: `local_copies`). None
+    for a dataset without cameras or `seconds` <= 0.
 
     Raises:
         DlError: the decoder cannot decode the files (as it would in the run).
@@ -37,17 +38,18 @@ def decode_ceiling(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMe
         return None
     warm_file_cache(meta, episodes)
     plan = CeilingPlan(trial_s=seconds / 2 / TRIALS)
-    trials = _Trials(meta, decoder, episodes, plan)
-    if num_workers == 0:
-        found, where = [next(iter(trials))], "this process (the run has no DataLoader workers)"
-    else:
-        needs = merge_needs({f"decoder {decoder.name}": decoder.dataloader_needs(),
-                             f"source {meta.source.name}": meta.source.dataloader_needs()})
-        loader = torch.utils.data.DataLoader(trials, batch_size=None, num_workers=num_workers,
-                                             multiprocessing_context=needs.multiprocessing_context,
-                                             worker_init_fn=WorkerInit(needs.worker_init_fn))
-        found = list(loader)
-        where = f"{num_workers} DataLoader worker(s) decoding at once, as the run's"
+    with local_copies(meta, episodes) as held:
+        trials = _Trials(meta, decoder, held, plan)
+        if num_workers == 0:
+            found, where = [next(iter(trials))], "this process (the run has no DataLoader workers)"
+        else:
+            needs = merge_needs({f"decoder {decoder.name}": decoder.dataloader_needs(),
+                                 f"source {meta.source.name}": meta.source.dataloader_needs()})
+            loader = torch.utils.data.DataLoader(trials, batch_size=None, num_workers=num_workers,
+                                                 multiprocessing_context=needs.multiprocessing_context,
+                                                 worker_init_fn=WorkerInit(needs.worker_init_fn))
+            found = list(loader)
+            where = f"{num_workers} DataLoader worker(s) decoding at once, as the run's"
     summed = {kind: [sum(rates) for rates in zip(*(f[kind] for f in found), strict=True)]
               for kind in ("random", "sequential")}
     return summarize(decoder.name, seconds, max(num_workers, 1), summed, where)

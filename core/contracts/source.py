@@ -187,6 +187,12 @@ class Source:
         """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.
         No-op here."""
 
+    def discard(self, key: object) -> None:
+        """As `release`, but the bytes of `key` that no other key holds go now, even from a cache that keeps
+        released ranges for later epochs: copies made for a measurement that must not warm what follows it (the
+        benchmark's decode ceiling). `release` here."""
+        self.release(key)
+
     def prepare(self, files: list[FileSpan]) -> int | None:
         """The run will read these spans (every selected episode's): a source that reads byte ranges reads each
         file's index now (an MP4's `moov`, a parquet footer), once, in the process that builds the loader

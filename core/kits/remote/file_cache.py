@@ -178,16 +178,17 @@ class PrefetchCache:
             if entry.state is State.QUEUED:
                 heapq.heappush(self._queued, (depth, next(self._numbers), piece))
 
-    def release(self, key: object) -> None:
-        """`key` is done: ranges no other key holds are deleted (or dropped from the line), or, with
-        `keep_released`, kept until their room is needed once downloaded."""
+    def release(self, key: object, keep: bool | None = None) -> None:
+        """`key` is done: ranges no other key holds are deleted (or dropped from the line), or, with `keep`
+        (default: `keep_released`), kept until their room is needed once downloaded."""
+        keep = self.keep_released if keep is None else keep
         with self._cond:
             for piece in self._held.pop(key, ()):
                 entry = self._entries[piece]
                 entry.keys.discard(key)
                 if entry.keys:
                     continue
-                if self.keep_released and entry.state is State.READY:
+                if keep and entry.state is State.READY:
                     self._idle[piece] = None
                 else:
                     self._drop(entry)

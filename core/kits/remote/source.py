@@ -83,7 +83,7 @@ class RemoteSource(RemoteStore):
         state = super().__getstate__()
         proc = state.pop("_proc")
         state["_proc"] = None
-        if proc is not None and proc.cache is not None and proc.settled:  # spawned children read these too
+        if proc is not None and proc.cache is not None and proc.settled is not None:  # spawned children too
             state["_inherit"] = proc.cache.ready_pieces()
         return state
 
@@ -92,8 +92,8 @@ class RemoteSource(RemoteStore):
         proc = self._proc
         if proc is None or proc.pid != os.getpid():
             inherited = dict(self._inherit)
-            if proc is not None and proc.cache is not None and proc.settled:  # forked after `settle()`
-                inherited.update(proc.cache.ready_pieces())
+            if proc is not None and proc.settled is not None:  # forked after `settle()`
+                inherited.update(proc.settled)  # not the parent's cache: a lock held at the fork stays held
             proc = self._proc = _ProcessState(inherited)
         return proc
 
@@ -221,13 +221,20 @@ class RemoteSource(RemoteStore):
         if self.prefetch and self._state().cache is not None:
             self._state().cache.release(key)
 
+    def discard(self, key: object) -> None:
+        proc = self._state()
+        if self.prefetch and proc.cache is not None:
+            proc.cache.release(key, keep=False)
+            if proc.settled is not None:  # children forked from now on do not look for what went
+                proc.settled = proc.cache.ready_pieces()
+
     def settle(self) -> None:
         """Wait for every admitted download of this process (see `PrefetchCache.settle`)."""
         if self.prefetch and self._state().cache is not None:
             t0 = time.perf_counter()
             self._state().cache.settle()
             self.counters.add("network_wait_us", int((time.perf_counter() - t0) * 1e6))
-            self._state().settled = True  # what is held now stays held: children may read it
+            self._state().settled = self._state().cache.ready_pieces()  # held now, so children may read it
 
     def state(self) -> dict:
         """Listing facts, file plans and span ranges, and the seconds spent on metadata (JSON-ready)."""
@@ -302,6 +309,7 @@ class _ProcessState:
     def __init__(self, inherited: dict[str, list[Located]]):
         self.pid, self.inherited = os.getpid(), inherited
         self.cache: PrefetchCache | None = None
-        self.settled = False  # a loader settled its admissions: DataLoader workers may read those ranges
+        # a loader settled its admissions: the ranges ready then, which DataLoader workers forked later read
+        self.settled: dict[str, list[Located]] | None = None
         self.first: tuple[object, float] | None = None
         self.first_done = False
