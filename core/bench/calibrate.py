@@ -7,7 +7,7 @@ from ..contracts.errors import CodecUnsupportedError, DlError
 from ..contracts.units import parse_bytes
 from ..format.metadata import DatasetMeta
 from ..host.registry import Registry
-from .ceiling import TRIALS, CeilingPlan, local_copies, measure_trials, warm_file_cache
+from .ceiling import TRIALS, CeilingPlan, local_copies, measure_trials
 from .spec import RunSpec
 
 AUTO = "auto"
@@ -36,7 +36,6 @@ def calibrate_decoders(meta: DatasetMeta, episodes: list, registry: Registry, se
         raise DlError(f"--decoder auto: {meta.source.url} has no cameras to time decoders on; give --decoder NAME.")
     by = "sequential_frames_per_s" if sequential else "random_frames_per_s"
     found: dict[str, dict] = {}
-    warm_file_cache(meta, episodes)
     with local_copies(meta, episodes) as held:
         for name in registry.names("decoder"):
             try:

@@ -77,7 +77,8 @@ def warm_file_cache(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int =
 def local_copies(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int = REMOTE_BYTES
                  ) -> Iterator[list[EpisodeMeta]]:
     """The episodes for the trials to decode, held locally while the block runs: `episodes` unchanged for a local
-    source; for a remote one, the first of them whose bytes fit `limit` (at least one), admitted to the source
+    source, their files read once first (`warm_file_cache`); for a remote one, the first of them whose bytes fit
+    `limit` (at least one), admitted to the source
     (`Source.admit`, keys `("decode ceiling", episode index)`) and downloaded (`Source.settle`) before the block,
     discarded after it (`Source.discard`: deleted, so they do not warm the run's window). Trials (and DataLoader
     workers forked inside the block) then read cached ranges instead of streaming the same blocks again for
@@ -88,23 +89,24 @@ def local_copies(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int = RE
         As `Source.admit` / `Source.settle` (a download that fails, a cache too small for one episode).
     """
     if meta.source.is_local:
+        warm_file_cache(meta, episodes)
         yield episodes
         return
-    chosen, total = [], 0.0
+    chosen, total = {}, 0.0
     for ep in episodes:
-        size = sum((span.size or 0) * span.share for span in meta.file_spans(ep))
+        spans = meta.file_spans(ep)
+        size = sum((span.size or 0) * span.share for span in spans)
         if chosen and total + size > limit:
             break
-        chosen.append(ep)
+        chosen[("decode ceiling", ep.index)] = (ep, spans)
         total += size
-    keys = [("decode ceiling", ep.index) for ep in chosen]
     try:
-        for key, ep in zip(keys, chosen, strict=True):
-            meta.source.admit(key, meta.file_spans(ep))
+        for key, (_, spans) in chosen.items():
+            meta.source.admit(key, spans)
         meta.source.settle()
-        yield chosen
+        yield [ep for ep, _ in chosen.values()]
     finally:
-        for key in keys:
+        for key in chosen:
             meta.source.discard(key)
 
 

@@ -8,7 +8,7 @@ from ..contracts.decoder import Decoder
 from ..contracts.needs import merge_needs
 from ..dataloader.build import WorkerInit
 from ..format.metadata import DatasetMeta, EpisodeMeta
-from .ceiling import TRIALS, CeilingPlan, local_copies, measure_trials, summarize, warm_file_cache
+from .ceiling import TRIALS, CeilingPlan, local_copies, measure_trials, summarize
 
 
 class _Trials(torch.utils.data.IterableDataset):
@@ -36,7 +36,6 @@ def decode_ceiling(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMe
     """
     if seconds <= 0 or not meta.camera_keys or not episodes:
         return None
-    warm_file_cache(meta, episodes)
     plan = CeilingPlan(trial_s=seconds / 2 / TRIALS)
     with local_copies(meta, episodes) as held:
         trials = _Trials(meta, decoder, held, plan)

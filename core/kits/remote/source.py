@@ -230,11 +230,12 @@ class RemoteSource(RemoteStore):
 
     def settle(self) -> None:
         """Wait for every admitted download of this process (see `PrefetchCache.settle`)."""
-        if self.prefetch and self._state().cache is not None:
+        proc = self._state()
+        if self.prefetch and proc.cache is not None:
             t0 = time.perf_counter()
-            self._state().cache.settle()
+            proc.cache.settle()
             self.counters.add("network_wait_us", int((time.perf_counter() - t0) * 1e6))
-            self._state().settled = self._state().cache.ready_pieces()  # held now, so children may read it
+            proc.settled = proc.cache.ready_pieces()  # held now, so children may read it
 
     def state(self) -> dict:
         """Listing facts, file plans and span ranges, and the seconds spent on metadata (JSON-ready)."""
