@@ -1,10 +1,13 @@
 """dl.kits.remote.fork_guard: a fork (a DataLoader starting its workers) waits for the requests other threads
 have in flight, so no child starts with a lock a request held (huggingface_hub's HTTP client hung forked workers
-so); a remote source's requests run inside the guard."""
+so); a remote source's requests run inside the guard; a child never runs its parent's session finalizers."""
 
 import multiprocessing
 import os
 import threading
+import weakref
+
+import s3fs
 
 from dl.kits.remote import fork_guard
 from dl.plugins.remote.bucket import bucket_source
@@ -41,3 +44,30 @@ def test_a_remote_source_requests_inside_the_guard(tmp_path):
     seen = []
     source.request_range = lambda fs, path, start, end: seen.append(fork_guard.requests_in_flight()) or b"23"
     assert source.read_bytes("f.bin", 2, 4) == b"23" and seen == [1]
+
+
+def _session_finalizers() -> int:
+    return sum(info.func.__name__ == "close_session" for info in weakref.finalize._registry.values())
+
+
+def _report_finalizers(conn) -> None:
+    conn.send(_session_finalizers())
+    conn.close()
+
+
+def test_a_forked_child_never_closes_its_parents_filesystem_sessions():
+    # s3fs closes an instance's HTTP session from a finalizer that waits for the instance's event loop; in a forked
+    # child no thread runs that loop, so the finalizer stalled the child a whole second when garbage collection
+    # reached the inherited instance. The session needs no server to exist: nothing here sends a request.
+    fs = s3fs.S3FileSystem(endpoint_url="http://127.0.0.1:9", key="k", secret="s", skip_instance_cache=True)
+    fs.connect()
+    assert _session_finalizers() >= 1
+    parent, child_end = multiprocessing.get_context("fork").Pipe()
+    child = multiprocessing.get_context("fork").Process(target=_report_finalizers, args=(child_end,))
+    child.start()
+    assert parent.poll(60)
+    in_child = parent.recv()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert in_child == 0  # detached in the child
+    assert _session_finalizers() >= 1  # the parent still closes its own

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ...contracts.errors import DlError
 from ..mp4_index import SampleIndex, merge_ranges, read_index
+from .span_reads import keyframe_marks
 
 Read = Callable[[int, int], bytes]
 TAIL_BYTES = 64 << 10
@@ -54,10 +55,13 @@ class FilePlan:
 class Part:
     """The bytes one span of a file needs: `ranges` to fetch (`[start, end)`, merged) and `needed`, the bytes
     its frames or rows occupy (for read amplification: keyframe lead-in, decoder read-ahead and the share of a
-    row group other episodes use do not count)."""
+    row group other episodes use do not count); for a video span, `marks`: where its keyframes lie
+    (`dl.kits.remote.span_reads.keyframe_marks`), so a read of some of its frames is placed from the keyframe
+    before them to the one after (b"": placed by proportion)."""
 
     ranges: tuple[tuple[int, int], ...]
     needed: int
+    marks: bytes = b""
 
 
 class _Reader:
@@ -93,7 +97,8 @@ def plan_video(read: Read, size: int, name: str) -> tuple[FilePlan, SampleIndex]
 def video_part(index: SampleIndex, from_s: float, to_s: float) -> Part:
     """The bytes of the frames shown in `[from_s, to_s)` seconds."""
     first, last, shown_first, shown_last = index.decode_span(from_s, to_s)
-    return Part(tuple(index.byte_ranges(first, last)), index.bytes_of(shown_first, shown_last))
+    ranges = tuple(index.byte_ranges(first, last))
+    return Part(ranges, index.bytes_of(shown_first, shown_last), keyframe_marks(index, first, last, ranges, from_s))
 
 
 class ParquetPlanError(DlError):

@@ -9,12 +9,22 @@ in `close_session`). Every request of a remote
 source runs inside `request_in_flight()`; before a fork, this module waits for the requests in flight to end
 (at most `FORK_WAIT_S`; one attempt, not its retries: waits between attempts are outside) and holds new ones
 back until the fork is done.
+
+A child also inherits the finalizers of its parent's async filesystems (s3fs and gcsfs close their HTTP session
+when an instance is collected, `weakref.finalize(fs, fs.close_session, fs.loop, ...)`). In the child no thread
+runs the parent's event loop, so such a finalizer waits a whole second for it (fsspec's `sync` polls once a
+second; the close gives up after 0.1 s) whenever garbage collection reaches the inherited instance: seen in every
+DataLoader worker of a `bucket` run, which stalled 1 s on its first episode's rows (the collection ran inside
+pyarrow's first import of pandas). The child detaches those finalizers: the sessions are the parent's, and the
+child's copies of their sockets close when it exits.
 """
 
+import asyncio
 import logging
 import os
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
@@ -76,6 +86,19 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     global _guard
     _guard = _Guard()  # the child has no other thread, hence no request in flight
+    forget_inherited_sessions()
+
+
+def forget_inherited_sessions() -> int:
+    """Detach this process's finalizers that would close an async filesystem's session on an event loop (an
+    fsspec `close_session(loop, ...)` callback); called in a forked child, where they all belong to the parent.
+    Returns how many were detached."""
+    inherited = [f for f, info in list(weakref.finalize._registry.items())  # private, but no public listing
+                 if getattr(info.func, "__name__", "") == "close_session" and info.args
+                 and isinstance(info.args[0], asyncio.AbstractEventLoop)]
+    for finalizer in inherited:
+        finalizer.detach()
+    return len(inherited)
 
 
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)

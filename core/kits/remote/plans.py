@@ -2,6 +2,7 @@
 byte ranges of every span the run admits, and which files are read whole (and why), built once by
 `prepare` in the process that builds the loader and carried to other processes by `state` / `restore`."""
 
+import base64
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -103,17 +104,20 @@ class FilePlans:
         if not span.reads or part is None or span.episode is not None:
             return [Ranked(p.rel, p.start, p.end, 0) for p in pieces]
         header = [Ranked(span.path, a, b, 0) for a, b in self.files[span.path].header]
-        return header + ranked_reads(span.path, part.ranges, span.from_timestamp, span.to_timestamp, span.reads)
+        return header + ranked_reads(span.path, part.ranges, span.from_timestamp, span.to_timestamp, span.reads,
+                                     part.marks)
 
     def state(self) -> dict:
         """JSON-ready: `plans`, `parts`, `whole`."""
         return {"plans": {rel: plan.to_dict() for rel, plan in self.files.items()},
-                "parts": [[*key, [list(r) for r in part.ranges], part.needed] for key, part in self.parts.items()],
+                "parts": [[*key, [list(r) for r in part.ranges], part.needed, base64.b64encode(part.marks).decode()]
+                          for key, part in self.parts.items()],
                 "whole": dict(self.whole)}
 
     def restore(self, state: dict) -> None:
         """Add what `state()` returned in another process."""
         self.files.update({rel: FilePlan.from_dict(plan) for rel, plan in state.get("plans", {}).items()})
-        for *key, ranges, needed in state.get("parts", []):
-            self.parts[tuple(key)] = Part(tuple((int(a), int(b)) for a, b in ranges), int(needed))
+        for *key, ranges, needed, marks in state.get("parts", []):
+            self.parts[tuple(key)] = Part(tuple((int(a), int(b)) for a, b in ranges), int(needed),
+                                          base64.b64decode(marks))
         self.whole.update(state.get("whole", {}))

@@ -1,38 +1,90 @@
-"""Where a loader's reads of a video span fall in the span's bytes, placed from their times alone.
+"""Where a loader's reads of a video span fall in the span's bytes, placed from their times.
 
 A span's `dl.kits.remote.file_plan.Part` keeps its byte ranges (its frames from the keyframe at or before the
 first, in decode order, plus the decoder's read-ahead), not each frame's offset: the frame tables of a million
-episodes would not fit in every worker. So a read of the frames between two times is placed by
+episodes would not fit in every worker. It keeps at most `MAX_MARKS` of its keyframes instead (`keyframe_marks`:
+each one's time and offset in the span's bytes). A read of the frames between two times is placed from the last
+mark at or before its start (a keyframe: where the decoder starts) to the first mark after its end (every frame
+shown before a keyframe comes before it in the file, in a track without B-frames), plus the decoder's read-ahead
+(`dl.kits.mp4_index.READ_AHEAD_BYTES`). A span without marks (B-frames, or a `Part` of another kind) is placed by
 proportion (a camera episode's frames are about the same size: a constant frame rate and GOP, as LeRobot
-records), widened by `MARGIN_BYTES` on both sides (the keyframe before its first frame, the estimate's error)
-and by the decoder's read-ahead (`dl.kits.mp4_index.READ_AHEAD_BYTES`) past its end. A misplaced read costs
-time, never data: ranks only order downloads, and every byte of the span is fetched either way.
+records), widened by `MARGIN_BYTES` on both sides (the keyframe before its first frame, the estimate's error).
+
+Why marks: on open50 (12-frame GOPs, frame sizes that follow the scene) a proportional read missed the bytes the
+decoder read, at its start (the lead from the keyframe) or its end, for most chunks a `pool` loader opened; each
+miss made the decoder wait for the deeper piece holding them, a round trip in the decoding thread. A misplaced
+read costs time, never data: ranks only order downloads, and every byte of the span is fetched either way.
 """
 
-from ..mp4_index import READ_AHEAD_BYTES
+import numpy as np
+
+from ..mp4_index import READ_AHEAD_BYTES, SampleIndex
 from .piece_order import Ranked
 
 MARGIN_BYTES = 32 << 10
-"""Bytes a placed read is widened by at each end: ~5 frames of a 640x480 camera at real bitrates (~6 KB a
-frame), a GOP-2 keyframe before the first frame and the proportion's error."""
+"""Bytes a read placed by proportion is widened by at each end: ~5 frames of a 640x480 camera at real bitrates
+(~6 KB a frame), a GOP-2 keyframe before its first frame and the proportion's error."""
+MAX_MARKS = 32
+"""The most keyframes a span keeps (evenly chosen among its keyframes when it has more): 256 bytes a span, so a
+million episodes' marks take 256 MB; every keyframe of a 12-frame-GOP episode of 384 frames (13 s at 30 fps)."""
+MARK = np.dtype([("t", "<f4"), ("at", "<i4")])
+"""A mark: seconds from the span's start (float32), offset into the span's bytes (int32)."""
+TIME_SLACK_S = 1e-3
+"""A keyframe within this many seconds after a read's start counts as at its start (timestamps are rounded)."""
+
+
+def keyframe_marks(index: SampleIndex, first: int, last: int, ranges: tuple[tuple[int, int], ...],
+                   from_s: float) -> bytes:
+    """The marks of the samples `first..last` (decode order) of a span starting at `from_s` seconds whose bytes are
+    `ranges`: each kept keyframe's `(seconds from from_s, offset into the concatenated ranges)` as `MARK` records
+    (at most `MAX_MARKS`, the first keyframe always among them); b"" for a track with B-frames (a frame shown before
+    a keyframe may follow it in the file) or an offset past int32."""
+    keys = first + np.flatnonzero(index.keyframes[first:last + 1])
+    if index.reorder_depth or not len(keys):
+        return b""
+    keys = keys[np.unique(np.linspace(0, len(keys) - 1, min(len(keys), MAX_MARKS)).round().astype(np.int64))]
+    starts = np.array([a for a, _ in ranges], dtype=np.int64)
+    before = np.concatenate([[0], np.cumsum([b - a for a, b in ranges])])
+    offsets = index.offsets[keys]
+    where = np.searchsorted(starts, offsets, side="right") - 1
+    at = before[where] + offsets - starts[where]
+    if at.max() >= 2**31:
+        return b""
+    marks = np.empty(len(keys), dtype=MARK)
+    marks["t"], marks["at"] = index.pts_s[keys] - from_s, at
+    return marks.tobytes()
 
 
 def ranked_reads(rel: str, ranges: tuple[tuple[int, int], ...], from_s: float, to_s: float,
-                 reads: tuple[tuple[float, float, int], ...]) -> list[Ranked]:
+                 reads: tuple[tuple[float, float, int], ...], marks: bytes = b"") -> list[Ranked]:
     """The byte ranges of `rel` that the reads `(start, end, rank)` (frames shown in `[start, end)` seconds) of
-    the span `[from_s, to_s)` need, placed by proportion in the span's `ranges` (`[start, end)`, ascending): a
-    read from the span's start begins at its first byte, one to its end runs to its last."""
+    the span `[from_s, to_s)` need, placed in the span's `ranges` (`[start, end)`, ascending) by its `marks`
+    (`keyframe_marks`) or, without them, by proportion: a read from the span's start begins at its first byte, one
+    to its end runs to its last."""
     total = sum(b - a for a, b in ranges)
     frames = max(total - READ_AHEAD_BYTES, 1)
     length = to_s - from_s
+    keys = np.frombuffer(marks, dtype=MARK)
 
     def at(t: float) -> float:
         return frames * min(max((t - from_s) / length, 0.0), 1.0) if length > 0 else 0.0
 
+    def start_of(t: float) -> float:
+        if not len(keys):
+            return at(t) - MARGIN_BYTES
+        i = int(np.searchsorted(keys["t"], t - from_s + TIME_SLACK_S, side="right")) - 1
+        return int(keys["at"][i]) if i >= 0 else 0
+
+    def end_of(t: float) -> float:
+        if not len(keys):
+            return at(t) + READ_AHEAD_BYTES + MARGIN_BYTES
+        i = int(np.searchsorted(keys["t"], t - from_s - TIME_SLACK_S, side="left"))
+        return int(keys["at"][i]) + READ_AHEAD_BYTES if i < len(keys) else total
+
     out = []
     for start, end, rank in reads:
-        lo = 0 if start <= from_s else at(start) - MARGIN_BYTES
-        hi = total if end >= to_s else at(end) + READ_AHEAD_BYTES + MARGIN_BYTES
+        lo = 0 if start <= from_s else start_of(start)
+        hi = total if end >= to_s else end_of(end)
         out += [Ranked(rel, a, b, int(rank)) for a, b in _in_file(ranges, int(lo), int(hi))]
     return out
 
