@@ -17,6 +17,7 @@ and `elst`), so this module does, with numpy: one `frombuffer` per table.
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -99,13 +100,13 @@ class SampleIndex:
         last = min(hi + self.keyframe_interval + self.reorder_depth, len(self.pts) - 1)
         return first, last, lo, hi
 
-    @property
+    @cached_property
     def keyframe_interval(self) -> int:
         """The longest run of samples from one keyframe to the next (the GOP length)."""
         keys = np.flatnonzero(self.keyframes)
         return int(np.diff(np.append(keys, len(self.keyframes))).max()) if len(keys) else len(self.keyframes)
 
-    @property
+    @cached_property
     def reorder_depth(self) -> int:
         """How many samples past a frame a decoder may read before it outputs it: the largest gap between a
         sample's decode position and its presentation rank (0 without B-frames)."""
