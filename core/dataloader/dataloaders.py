@@ -9,15 +9,13 @@ import torch.utils.data
 
 from ..contracts.errors import ResumeError
 from .elastic import position_from_state
-from .frozen_heap import frozen_heap
 from .private_torch import drop_iterator
 
 
 class DlDataLoader(torch.utils.data.DataLoader):
     """A torch DataLoader that applies `batch_transforms`, in order, to every batch in the iterating process
     (dl's hand-back of the workers' frame buffers, `dl.dataloader.frame_buffers.FrameBufferReturns`), and says
-    how it was built (`facts`). Workers are forked with the parent's heap frozen (`dl.dataloader.frozen_heap`):
-    their garbage collector never walks, and so never copies, what they inherit.
+    how it was built (`facts`).
 
     Args:
         uint8_while_fetching: without workers, switch the loader (a `dl.contracts.loader.DefersFloat`) to uint8
@@ -32,8 +30,7 @@ class DlDataLoader(torch.utils.data.DataLoader):
         self.uint8_while_fetching = uint8_while_fetching and self.num_workers == 0
 
     def __iter__(self):
-        with frozen_heap(self.num_workers > 0):  # workers forked here never walk the parent's objects
-            batches = super().__iter__()
+        batches = super().__iter__()
         if self.uint8_while_fetching:
             batches = _fetched_as_uint8(batches, self.dataset)
         for transform in self.batch_transforms:
