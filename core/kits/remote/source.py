@@ -31,7 +31,6 @@ import torch.utils.data
 
 from ...contracts.errors import DlError
 from ...contracts.source import FileSpan
-from ..mp4_index import READ_AHEAD_BYTES
 from .cache_entry import Located
 from .file_cache import Piece, PrefetchCache
 from .file_plan import digest
@@ -134,14 +133,12 @@ class RemoteSource(RemoteStore):
         remote), else a seekable file streaming `block_size` ranges."""
         if self._held(rel):
             return io.BufferedReader(CachedView(self, rel, self._size(rel), self.block_size), 64 << 10)
-        return self._stream(rel, self.block_size)
+        return self._stream(rel)
 
-    def _stream(self, rel: str, first_bytes: int) -> BinaryIO:
-        """A seekable file over `rel` streaming up to `block_size` ranges, the first after each seek at most
-        `first_bytes` (`RangeReader`)."""
+    def _stream(self, rel: str) -> BinaryIO:
         size = self._size(rel)  # also raises SourceFileNotFoundError for a missing file
         self.counters.add("remote_reads")
-        return io.BufferedReader(RangeReader(self, rel, size, first_bytes), buffer_size=self.block_size)
+        return io.BufferedReader(RangeReader(self, rel, size), buffer_size=self.block_size)
 
     def read_bytes(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
         if self._held(rel):
@@ -162,10 +159,9 @@ class RemoteSource(RemoteStore):
 
     def video_input(self, rel: str) -> str | BinaryIO:
         """The local copy's path when `rel` is cached whole, a view of its cached ranges when it was admitted,
-        else a streaming file whose reads start at the decoder's own read size after each seek (a probe reads
-        a few places of the file: `RangeReader`)."""
+        else a streaming file."""
         if not self._held(rel):
-            return self._stream(rel, READ_AHEAD_BYTES)
+            return self._stream(rel)
         located = self.cached(rel, 0)
         if located is not None and located.start == 0 and located.end >= self._size(rel):
             return located.path

@@ -42,28 +42,19 @@ class _Seekable(io.RawIOBase):
 
 
 class RangeReader(_Seekable):
-    """A seekable raw file over a remote file: each `readinto` is one ranged request through the source, of
-    at most `first_bytes` after a seek and twice the last one for each read that follows it, up to the caller's
-    buffer (a read-ahead that grows while reads stay sequential, as an OS's does). With a small `first_bytes`, a
-    decoder's probe, which reads a file's head, its index (at the end when not faststart) and its first frames,
-    fetches a few small ranges, not a whole buffer per place it looks (2.1 MB to probe one of open50's videos
-    through a 1 MiB buffer, 135 KB from 64 KiB), and a sequential read of a whole file still takes few requests."""
+    """A seekable raw file over a remote file: each `readinto` is one ranged request through the source."""
 
-    def __init__(self, source: Reads, rel: str, size: int, first_bytes: int):
+    def __init__(self, source: Reads, rel: str, size: int):
         super().__init__(rel, size)
-        self.source, self.first_bytes = source, first_bytes
-        self._window, self._next = first_bytes, -1  # the next read's size, and where it is sequential
+        self.source = source
 
     def readinto(self, buffer) -> int:
-        if self.pos != self._next:
-            self._window = self.first_bytes
-        n = min(len(buffer), self.size - self.pos, self._window)
+        n = min(len(buffer), self.size - self.pos)
         if n <= 0:
             return 0
         data = self.source.remote_read(self.rel, self.pos, self.pos + n)
         buffer[: len(data)] = data
         self.pos += len(data)
-        self._next, self._window = self.pos, 2 * self._window
         return len(data)
 
 
