@@ -89,6 +89,9 @@ def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa:
     rank.restore(host.state())
     assert rank.prepare(spans) == host.prepare(spans)
     assert rank.stats()["requests"] == 0 and rank.fingerprint(REL) == host.fingerprint(REL)
+    with rank.open(REL) as f:  # the listed size travels too: no request for it when a worker opens the file
+        assert f.seek(0, io.SEEK_END) == size
+    assert rank.stats()["requests"] == 0
 
 
 def test_a_file_that_changed_after_indexing_fails_naming_it(s3, long_video, tmp_path):  # noqa: F811

@@ -238,12 +238,15 @@ class RemoteSource(RemoteStore):
             proc.settled = proc.cache.ready_pieces()  # held now, so children may read it
 
     def state(self) -> dict:
-        """Listing facts, file plans and span ranges, and the seconds spent on metadata (JSON-ready)."""
-        return {"facts": self._facts, **self.plans.state(), "metadata_s": round(self.metadata_s, 6)}
+        """Listing facts and sizes, file plans and span ranges, and the seconds spent on metadata (JSON-ready)."""
+        return {"facts": self._facts, "sizes": self._sizes, **self.plans.state(),
+                "metadata_s": round(self.metadata_s, 6)}
 
     def restore(self, state: dict) -> None:
-        """Take back `state()` from the process that listed and indexed the files."""
+        """Take back `state()` from the process that listed and indexed the files: a file it listed is then opened
+        without a request for its size."""
         self._facts.update(state.get("facts", {}))
+        self._sizes.update(state.get("sizes", {}))
         self.plans.restore(state)
         self.metadata_s = float(state.get("metadata_s", 0.0))
 
