@@ -34,13 +34,31 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-from accelerate import Accelerator
-from accelerate.utils import set_seed
-
-import dl
-
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+
+
+class StopRequest:
+    """The first SIGUSR1 or SIGTERM this process gets (SLURM's warning before a time limit or a preemption),
+    caught from the script's first lines, before it imports torch, accelerate and dl (seconds on a busy node:
+    a signal then would kill the process, Python's default for SIGUSR1): a signal that comes while the job is
+    still starting up is acted on at the first step boundary."""
+
+    def __init__(self):
+        self.signal: str | None = None
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._record)
+
+    def _record(self, signum, frame) -> None:
+        self.signal = self.signal or signal.Signals(signum).name
+
+
+STOP = StopRequest()
+
+import torch  # noqa: E402 (imported once the stop signals are caught: see StopRequest)
+from accelerate import Accelerator  # noqa: E402
+from accelerate.utils import set_seed  # noqa: E402
+
+import dl  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -91,20 +109,6 @@ class TinyPolicy(torch.nn.Module):
 
     def forward(self, state):
         return self.net(state)
-
-
-class StopRequest:
-    """The first SIGUSR1 or SIGTERM this process gets (SLURM's warning before a time limit or a preemption),
-    caught from the start of `main`: a signal that comes while the job is still starting up is acted on at the
-    first step boundary instead of killing the process (Python's default for SIGUSR1)."""
-
-    def __init__(self):
-        self.signal: str | None = None
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, self._record)
-
-    def _record(self, signum, frame) -> None:
-        self.signal = self.signal or signal.Signals(signum).name
 
 
 class Trainer:
@@ -254,7 +258,7 @@ def dl_episodes(text):
 
 
 def main(argv=None) -> int:
-    stop = StopRequest()  # acted on at a step boundary, on every rank
+    stop = STOP  # acted on at a step boundary, on every rank
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     export_ranks()

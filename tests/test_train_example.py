@@ -91,6 +91,38 @@ def test_two_process_checkpoint_resumes_on_one_process_exactly_once(dataset_fact
     assert Counter(seen) == Counter(every_index(root)), "the epoch was not served exactly once"
 
 
+SIGNAL_WHILE_IMPORTING = """
+import os, runpy, signal, sys
+
+
+class SignalAtTorchImport:  # SLURM's warning while the script still imports torch (seconds on a busy node)
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGUSR1)
+        return None
+
+
+sys.meta_path.insert(0, SignalAtTorchImport())
+sys.argv = [{example!r}, *{args!r}]
+runpy.run_path({example!r}, run_name="__main__")
+"""
+
+
+def test_a_stop_signal_while_the_script_starts_up_stops_it_at_the_first_step(dataset_factory, tmp_path):
+    """A SIGUSR1 that comes while the example still imports torch is caught (Python's default would kill the
+    process, and a SLURM job with it): the run checkpoints at its first step boundary and exits 0."""
+    root = dataset_factory(**TABULAR)
+    ckpt = tmp_path / "ckpt"
+    args = ["--root", str(root), "--checkpoint-dir", str(ckpt), "--dummy", "--num-workers", "0", "--batch-size",
+            "4", "--episode-pool-size", "2"]
+    done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_IMPORTING.format(example=str(EXAMPLE), args=args)],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert "stopping at step 1 on SIGUSR1" in done.stdout
+    assert (ckpt / "latest").read_text().strip() == "step-00000001"
+
+
 PREEMPTED_JOB = """#!/bin/sh
 #SBATCH --job-name=dl-train-preempt
 #SBATCH --output={log}
