@@ -6,6 +6,7 @@ caps bandwidth, all on loopback, runs interleaved so a noisy machine affects eac
     .venv/bin/python benchmarks/remote_vs_local.py --dataset layout   # LeRobot's real layout, generated
     .venv/bin/python benchmarks/remote_vs_local.py --repeats 3 --duration 60 --configs local,bucket
     .venv/bin/python benchmarks/remote_vs_local.py --latency-ms 100 --mbit 40   # a cross-region bucket
+    .venv/bin/python benchmarks/remote_vs_local.py --loader-option decode_chunk_frames=12   # any loader option
 
 `--dataset layout` generates (once, into dl's cache folder) a dataset with the layout LeRobot v3.0 writes:
 10 episodes per video and data file, 2 cameras, AV1 GOP 2 at 640x480 (~6 KB per frame), one row group per data
@@ -59,6 +60,8 @@ def dl_run(args, out: Path, source_args: list[str]) -> dict:
                "--num-workers", str(args.num_workers), "--duration", str(args.duration), *source_args]
     if args.loader == "pool":
         options += ["--loader-option", f"episode_pool_size={args.pool_size}"]
+    for option in args.loader_option:
+        options += ["--loader-option", option]
     return run(options, out, args.duration * 6 + 600)
 
 
@@ -70,6 +73,8 @@ def main() -> int:
     parser.add_argument("--episodes", default=None, help="episodes to load [open50's usable ones; all]")
     parser.add_argument("--loader", default="pool")
     parser.add_argument("--pool-size", type=int, default=32)
+    parser.add_argument("--loader-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="another option of the loader, as `dl run --loader-option` (repeatable)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--num-workers", type=int, default=2)
     parser.add_argument("--duration", type=float, default=30.0, help="steady window per run, s")
