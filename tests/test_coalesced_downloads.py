@@ -97,3 +97,53 @@ def test_joint_downloads_fetch_exactly_the_admitted_bytes_once(tmp_path_factory,
     for piece in pieces:
         assert read_at(cache, "v.mp4", piece.start, piece.end) == remote.files["v.mp4"][piece.start:piece.end]
     cache.close()
+
+
+def test_each_range_of_a_joint_download_is_ready_as_soon_as_its_bytes_are_in(tmp_path):
+    """A reader waiting for the first range of a joint download gets it while the rest is still on its way
+    (`dl.kits.remote.arrivals.Arrivals`): the download below only goes on once that reader has its bytes."""
+    data = bytes(range(200))
+    started, located, held_back = threading.Event(), threading.Event(), []
+
+    def download(rel, start, end, out):
+        if start == 10:  # the joint download 10-110: its first range (10-30), then the rest once a reader has it
+            started.set()
+            out.write(data[10:30])
+            held_back.append(located.wait(timeout=30))
+            start = 30
+        out.write(data[start:end])
+
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40), coalesce_bytes=100)
+    cache.admit(0, [Piece("v.mp4", 0, 200)])  # pieces 0-10 (alone, depth 0), then 10-30 + 30-70 + 70-110, 110-200
+    assert started.wait(timeout=30)  # the download thread has the joint download (a reader never takes it over)
+    first = cache.locate("v.mp4", 10)
+    located.set()
+    assert (first.start, first.end) == (10, 30)
+    with open(first.path, "rb") as f:
+        assert f.read() == data[10:30]
+    cache.settle()
+    assert held_back == [True]  # the first range was read before the joint download ended
+    assert read_at(cache, "v.mp4", 0, 200) == data
+    cache.close()
+
+
+def test_a_joint_download_cut_midway_keeps_the_ranges_already_in_and_fails_the_rest(tmp_path):
+    data = bytes(range(110))  # pieces 0-10 (alone, depth 0), then 10-30 + 30-70 + 70-110: the last download
+
+    def download(rel, start, end, out):
+        if start == 10:
+            out.write(data[10:40])  # range 10-30 whole, 30-70 partly
+            raise ConnectionResetError("reset by the test")
+        out.write(data[start:end])
+
+    cache = PrefetchCache(tmp_path, 1000, download, threads=1, order=PieceOrder(10, 40), coalesce_bytes=100)
+    cache.admit(0, [Piece("v.mp4", 0, 110)])
+    with pytest.raises(ConnectionResetError, match="reset by the test"):
+        cache.settle()
+    assert read_at(cache, "v.mp4", 0, 30) == data[:30]
+    for pos in (30, 69, 70, 109):
+        with pytest.raises(ConnectionResetError):
+            cache.locate("v.mp4", pos)
+    cache.release(0)
+    assert cache.reserved == 0 and os.listdir(cache.dir) == []
+    cache.close()

@@ -1,6 +1,6 @@
 """A TCP proxy on loopback that puts a slow, unreliable network between a client and a server: added
 latency per request, a bandwidth cap shared by every connection, and, on a deterministic schedule,
-connections reset in the middle of a response body and requests answered 429 (with `Retry-After`) or 503;
+connections reset or closed in the middle of a response body and requests answered 429 (with `Retry-After`) or 503;
 optionally at most so many faults per distinct request, so a client that retries enough always gets through.
 
 It speaks just enough HTTP/1.1 to see request boundaries (a client's bytes after the server has answered
@@ -30,7 +30,10 @@ class Faults:
         unavailable_every: every N-th request is answered `503 Service Unavailable` (0: never).
         reset_every: every N-th request's response is cut by a TCP reset after `reset_after_bytes` bytes
             of it (headers included) reached the client (0: never).
-        reset_after_bytes: see `reset_every`.
+        truncate_every: every N-th request's response is cut by closing the connection (a FIN: the bytes sent
+            before it all reach the client, which sees a body shorter than its Content-Length) after
+            `reset_after_bytes` bytes of it (0: never).
+        reset_after_bytes: see `reset_every` and `truncate_every`.
         limit: stop injecting after this many faults (None: never stop).
         per_request: fail each distinct request (method, target and `Range` header) at most this many times;
             its later tries go through (None: no bound). With concurrent clients the schedule by arrival order
@@ -41,13 +44,14 @@ class Faults:
     throttle_every: int = 0
     unavailable_every: int = 0
     reset_every: int = 0
+    truncate_every: int = 0
     reset_after_bytes: int = 2048
     limit: int | None = None
     per_request: int | None = None
 
     def pick(self, n: int) -> str | None:
         for kind, every in (("429", self.throttle_every), ("503", self.unavailable_every),
-                            ("reset", self.reset_every)):
+                            ("reset", self.reset_every), ("truncate", self.truncate_every)):
             if every and n % every == 0:
                 return kind
         return None
@@ -64,7 +68,7 @@ class FaultProxy:
 
     Attributes:
         endpoint_url: `http://127.0.0.1:PORT`, what the client uses instead of `target`.
-        injected: faults injected so far by kind ("429", "503", "reset"); `requests`: requests seen.
+        injected: faults injected so far by kind ("429", "503", "reset", "truncate"); `requests`: requests seen.
     """
 
     def __init__(self, target: str, latency_s: float = 0.0, bandwidth_bps: float | None = None,
@@ -147,7 +151,8 @@ class FaultProxy:
                     if fault in ("429", "503"):
                         conn.answer(fault, head=data.startswith(b"HEAD "))
                         return
-                    conn.reset_at = self.faults.reset_after_bytes if fault == "reset" else None
+                    conn.reset_at = self.faults.reset_after_bytes if fault in ("reset", "truncate") else None
+                    conn.cut = fault
                     conn.sent = 0
                     if self.latency_s:
                         time.sleep(self.latency_s)
@@ -158,7 +163,7 @@ class FaultProxy:
             conn.close()
 
     def _downstream(self, conn: "_Connection") -> None:
-        """Server -> client at the shared bandwidth cap; cuts a response marked for a reset."""
+        """Server -> client at the shared bandwidth cap; cuts a response marked for a reset or a truncation."""
         try:
             while True:
                 data = conn.server.recv(CHUNK)
@@ -168,7 +173,10 @@ class FaultProxy:
                 if conn.reset_at is not None and conn.sent + len(data) >= conn.reset_at:
                     self._pace(conn.reset_at - conn.sent)
                     conn.client.sendall(data[: conn.reset_at - conn.sent])
-                    conn.reset()
+                    if conn.cut == "reset":
+                        conn.reset()
+                    else:
+                        conn.close()
                     return
                 self._pace(len(data))
                 conn.client.sendall(data)
@@ -201,6 +209,7 @@ class _Connection:
         self.client, self.server = client, server
         self.new_request = True
         self.reset_at: int | None = None
+        self.cut: str | None = None  # how the response is cut at reset_at: "reset" or "truncate"
         self.sent = 0
         self._closed = False
 

@@ -8,17 +8,43 @@ library's own retries are turned off (s3fs's `retries` attribute set to 1; botoc
 unless given), so every retry happens, and is counted, in `dl.kits.remote.source.RemoteSource`.
 """
 
+from collections.abc import Iterator
+
 import fsspec
 
 from dl.contracts.errors import DlError
 from dl.contracts.hookspecs import hookimpl
 from dl.kits.remote.source import RemoteSource
+from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
 from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
 from .options import DEFAULT_CACHE_BYTES, remote_kwargs
 
 S3_SETTINGS = {"S3FileSystem": {"retries": 1}}
 """Attributes set on each process's s3fs instance: one attempt per call (s3fs takes no such option)."""
+
+
+class BucketSource(RemoteSource):
+    """A `RemoteSource` on any fsspec filesystem; on S3 a range's response body is read in blocks as it arrives
+    (through s3fs's own aiobotocore client, the `get_object` call s3fs's `cat_file` makes), elsewhere in one
+    piece."""
+
+    def stream_range(self, fs, path: str, start: int, end: int) -> Iterator[bytes]:
+        if type(fs).__name__ != "S3FileSystem" or not hasattr(fs, "_call_s3"):  # another store, or another s3fs
+            yield from super().stream_range(fs, path, start, end)
+            return
+        from fsspec.asyn import sync
+
+        bucket, key, version = fs.split_path(path)
+        version_kw = {"VersionId": version} if version else {}
+        response = sync(fs.loop, fs._call_s3, "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}",
+                        **version_kw)
+        body = response["Body"]
+        try:
+            while block := sync(fs.loop, body.read, STREAM_BLOCK_BYTES):
+                yield block
+        finally:
+            body.close()
 
 
 def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -82,10 +108,10 @@ def bucket_source(root: str, data_files_root: str | None = None, revision: str |
         if pinned:
             raise DlError(f"--root {root} is a Hub repo: give --data-files-root for the data and videos (or use "
                           "--source hub to read everything from the Hub).")
-        return RemoteSource(meta_fs, meta_root, "bucket", fs_settings=S3_SETTINGS, **kwargs)
+        return BucketSource(meta_fs, meta_root, "bucket", fs_settings=S3_SETTINGS, **kwargs)
     fs, path = bucket_filesystem(data_files_root, storage_options)
     url = f"{fs.unstrip_protocol(path)} (metadata: {meta_fs.unstrip_protocol(meta_root)})"
-    return RemoteSource(fs, path, "bucket", url=url, meta_fs=meta_fs, meta_root=meta_root, pinned=pinned,
+    return BucketSource(fs, path, "bucket", url=url, meta_fs=meta_fs, meta_root=meta_root, pinned=pinned,
                         fs_settings=S3_SETTINGS, **kwargs)
 
 

@@ -12,6 +12,7 @@ a URL, an option, a message or a result.
 
 import os
 import re
+from collections.abc import Iterator
 
 import fsspec
 
@@ -20,6 +21,7 @@ from dl.contracts.hookspecs import hookimpl
 from dl.contracts.source import Source
 from dl.kits.remote.retry import RetryPolicy
 from dl.kits.remote.source import RemoteSource
+from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
 from .options import DEFAULT_CACHE_BYTES, remote_kwargs
 
@@ -44,8 +46,42 @@ class HubSource(RemoteSource):
         return fs
 
     def request_range(self, fs, path: str, start: int | None, end: int | None) -> bytes:
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        url, headers = self._request(fs, path, start, end)
+        response = get_session().get(url, headers=headers, timeout=60)
+        hf_raise_for_status(response)
+        data = response.content
+        if response.status_code == 200 and (start or end is not None):  # the server ignored the range
+            data = data[start or 0:end]
+        return data
+
+    def stream_range(self, fs, path: str, start: int, end: int) -> Iterator[bytes]:
+        """The response body in blocks of up to `STREAM_BLOCK_BYTES` as they arrive, through huggingface_hub's
+        httpx session (huggingface_hub 1.0 and later; before it, its requests session gives one block)."""
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        session = get_session()
+        if not hasattr(session, "stream"):
+            yield from super().stream_range(fs, path, start, end)
+            return
+        url, headers = self._request(fs, path, start, end)
+        with session.stream("GET", url, headers=headers, timeout=60) as response:
+            if response.status_code >= 400:
+                response.read()  # the error's message is in the body
+            hf_raise_for_status(response)
+            skip = start if response.status_code == 200 else 0  # the server ignored the range
+            for block in response.iter_bytes(STREAM_BLOCK_BYTES):
+                if skip:
+                    block, skip = block[skip:], max(0, skip - len(block))
+                if block:
+                    yield block
+
+    def _request(self, fs, path: str, start: int | None, end: int | None) -> tuple[str, dict]:
+        """(URL, headers) of a GET of the repo file `path` at the pinned commit, bytes `[start, end)` (None: from
+        the start, to the end)."""
         from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import build_hf_headers
 
         prefix = f"datasets/{self.repo_id}@{self.sha}/"
         url = hf_hub_url(self.repo_id, path[len(prefix):], repo_type="dataset", revision=self.sha,
@@ -53,12 +89,7 @@ class HubSource(RemoteSource):
         headers = build_hf_headers(token=fs.token)
         if start is not None or end is not None:
             headers["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
-        response = get_session().get(url, headers=headers, timeout=60)
-        hf_raise_for_status(response)
-        data = response.content
-        if response.status_code == 200 and (start or end is not None):  # the server ignored the range
-            data = data[start or 0:end]
-        return data
+        return url, headers
 
 
 def parse_repo(root: str, revision: str | None) -> tuple[str, str, str]:

@@ -15,7 +15,8 @@ the first piece of every admitted range before the second of any, or, where the 
 reads (`Ranked` reads), the bytes of every key's first reads before those of any key's second; so a loader that
 opens many episodes at once can start on all of them without waiting for any whole range. A thread taking a piece
 takes the pieces queued right after it in the same file along, in one download of at most `coalesce_bytes` (fewer
-requests: each costs a round trip, and a server's work per request); they stay separate entries. A first read's
+requests: each costs a round trip, and a server's work per request); they stay separate entries, each ready as
+soon as its own bytes are in (`dl.kits.remote.arrivals`), so a reader of the first waits for it alone. A first read's
 piece (depth 0) takes only first reads' pieces along, and one a reader takes over goes alone. Admission never
 blocks the caller: entries wait in line (first come, first served) until the byte limit lets them in, and a
 reader that needs bytes still waiting for room gets `None` and reads them remotely instead, so a full cache
@@ -33,7 +34,6 @@ and, after a crash, by the next process on the same host that starts a cache.
 
 import hashlib
 import heapq
-import io
 import itertools
 import os
 import shutil
@@ -44,6 +44,7 @@ from multiprocessing.util import Finalize
 from pathlib import Path
 
 from ...contracts.errors import DlError
+from .arrivals import Arrivals
 from .cache_entry import Download, Entry, Located, State
 from .file_ranges import FileRanges, Piece, merged
 from .peer_copies import PeerCopies, range_name
@@ -340,35 +341,39 @@ class PrefetchCache:
 
     def _fetch(self, run: list[Entry]) -> None:
         """Download `run` (adjacent ranges of one file, taken) in one go (bytes other processes hold copied, see
-        `PeerCopies.fill`), then write each range's file."""
+        `PeerCopies.fill`); each range is written to its file and ready as soon as its bytes are in (`Arrivals`)."""
         rel, start, end = run[0].piece.rel, run[0].piece.start, run[-1].piece.end
-        shared, written = self.shared(rel), []
+        shared, arrivals = self.shared(rel), Arrivals(start, run, self._whole)
         try:
-            data = io.BytesIO()
             copied = 0
             if shared is None:
-                self.download(rel, start, end, data)
+                self.download(rel, start, end, arrivals)
             else:
-                copied = self._peers.fill(shared, start, end, data, lambda lo, hi: self.download(rel, lo, hi, data))
-            view = data.getbuffer()
-            for entry in run:
-                part = f"{entry.path}.tmp"
-                os.makedirs(os.path.dirname(part), exist_ok=True)
-                written.append(part)
-                with open(part, "wb") as out:
-                    out.write(view[entry.piece.start - start:entry.piece.end - start])
-                os.replace(part, entry.path)
-            del view
+                copied = self._peers.fill(shared, start, end, arrivals,
+                                          lambda lo, hi: self.download(rel, lo, hi, arrivals))
+            if arrivals.pending:
+                raise OSError(f"the download of bytes {start}-{end} of {rel} stopped at {start + arrivals.tell()}")
             if copied:
                 self.on_copied(copied)
-            state, error = State.READY, None
-        except BaseException as exc:  # handed to every reader of these ranges
-            for part in written:
-                _remove(part)
-                _remove(part[:-len(".tmp")])
-            state, error = State.FAILED, exc
+        except BaseException as exc:  # handed to every reader of the ranges not in
+            for entry in arrivals.pending:
+                _remove(f"{entry.path}.tmp")
+                _remove(entry.path)
+            self._settle(arrivals.pending, State.FAILED, exc)
+        self.on_done()
+
+    def _whole(self, arrivals: Arrivals, entry: Entry) -> None:
+        """Every byte of `entry` (downloading) is in `arrivals`: write its file, and it is ready."""
+        part = f"{entry.path}.tmp"
+        os.makedirs(os.path.dirname(part), exist_ok=True)
+        arrivals.save(entry, part)
+        os.replace(part, entry.path)
+        self._settle([entry], State.READY)
+
+    def _settle(self, entries: list[Entry], state: State, error: BaseException | None = None) -> None:
+        """Downloads of `entries` ended in `state`: their readers wake; an entry released meanwhile is deleted."""
         with self._cond:
-            for entry in run:
+            for entry in entries:
                 entry.state, entry.error = state, error
                 if self._entries.get(entry.piece) is not entry:  # released while downloading
                     _remove(entry.path)
@@ -377,7 +382,6 @@ class PrefetchCache:
                     self._unreserve(entry.size)
                 entry.done.set()
             self._grant()
-        self.on_done()
 
     def ready_pieces(self) -> dict[str, list[Located]]:
         """`{rel: [Located, ...]}` of the ranges downloaded and present now (handed to forked children)."""

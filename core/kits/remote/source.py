@@ -276,24 +276,31 @@ class RemoteSource(RemoteStore):
         return located
 
     def _download(self, rel: str, start: int, end: int, out: BinaryIO) -> None:
-        """Bytes `[start, end)` of `rel` into `out`, in `CHUNK_BYTES` requests (each retried on its own); the
-        index bytes of a planned file are checked against those indexed.
+        """Bytes `[start, end)` of `rel` written into `out` as they arrive, in `CHUNK_BYTES` requests (each retried
+        on its own, from where it stopped); the index bytes of a planned file are checked against those indexed
+        before the block completing them is written, so `out` never holds a changed index whole.
 
         Raises:
             RemoteReadError: a short range, or index bytes that changed since they were indexed.
         """
         plan = self.plans.files.get(rel)
         check = plan.check if plan is not None and start <= plan.check[0] and plan.check[1] <= end else None
-        seen = bytearray()
+        seen, at = bytearray(), start
+
+        def take(block: bytes) -> None:
+            nonlocal at
+            if check is not None and at < check[1]:
+                seen.extend(block[max(0, check[0] - at):max(0, check[1] - at)])
+                if at + len(block) >= check[1] and digest(bytes(seen)) != check[2]:
+                    raise RemoteReadError(
+                        f"{self.url}/{rel} changed since it was indexed (bytes {check[0]}-{check[1]}, its container "
+                        "index or parquet footer, differ): its frames may have moved. Start the run again to index "
+                        "the new version.")
+            out.write(block)
+            at += len(block)
+
         for chunk in range(start, end, CHUNK_BYTES):
-            data = self._fetch(rel, chunk, min(chunk + CHUNK_BYTES, end))
-            if check is not None:
-                seen += data[max(0, check[0] - chunk):max(0, check[1] - chunk)]
-            out.write(data)
-        if check is not None and digest(bytes(seen)) != check[2]:
-            raise RemoteReadError(f"{self.url}/{rel} changed since it was indexed (bytes {check[0]}-{check[1]}, its "
-                                  "container index or parquet footer, differ): its frames may have moved. Start "
-                                  "the run again to index the new version.")
+            self.fetch_into(rel, chunk, min(chunk + CHUNK_BYTES, end), take)
         self.counters.add("ranges_prefetched")
         self.counters.add("bytes_prefetched", end - start)
 

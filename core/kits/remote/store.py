@@ -13,8 +13,11 @@ plans and prefetch on top.
 import os
 import posixpath
 import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING
 
+from ...contracts.errors import DlError
 from ...contracts.source import Source, file_facts
 from .fork_guard import request_in_flight
 from .retry import Failure, RemoteReadError, RetryPolicy, classify
@@ -22,6 +25,15 @@ from .source_counters import STATS_MERGE, SourceCounters
 
 if TYPE_CHECKING:
     import fsspec
+
+
+STREAM_BLOCK_BYTES = 64 << 10
+"""Most bytes of a streamed response body a source hands on at a time (`RemoteStore.stream_range`): a cached range
+is ready once the block holding its last byte is in."""
+
+
+class _WriteFailed(DlError):
+    """`fetch_into`'s `write` failed (its error is the cause): passed through the retries untouched."""
 
 
 class RemoteStore(Source):
@@ -127,26 +139,75 @@ class RemoteStore(Source):
         if start is not None and end is not None and end <= start:
             return b""
         fs, path = self._where(rel)
-        try:
+        with self._past_end(rel, start, end):
             data = self._call(rel, lambda: self.request_range(fs, path, start, end))
+        self.counters.add("bytes_fetched", len(data))
+        if end is not None and len(data) != end - (start or 0) and (rel not in self._sizes or end <= self._sizes[rel]):
+            raise self._short(rel, start or 0, end, len(data))
+        return data
+
+    def fetch_into(self, rel: str, start: int, end: int, write: Callable[[bytes], None]) -> None:
+        """Bytes `[start, end)` of `rel` (non-negative offsets) handed to `write` in order as they arrive
+        (`stream_range`), so a caller may use the first before the last is in. A request cut off midway is retried
+        from the first byte not handed on yet: `write` sees each byte once.
+
+        Raises:
+            RemoteReadError: the file ends before `end` (it changed since it was listed), transient errors past the
+                retry budget, or what `write` raises as a `DlError` (not retried). SourceFileNotFoundError: as reads.
+        """
+        fs, path = self._where(rel)
+        at = start
+
+        def request() -> None:
+            nonlocal at
+            with closing(self.stream_range(fs, path, at, end)) as blocks:  # closed: its response too
+                for block in blocks:
+                    block = block[:end - at]
+                    self.counters.add("bytes_fetched", len(block))
+                    try:
+                        write(block)
+                    except Exception as exc:  # the caller's own failure (a full disk): never retried
+                        raise _WriteFailed() from exc
+                    at += len(block)
+                    if at == end:
+                        return
+            raise self._short(rel, start, end, at - start)
+
+        if end > start:
+            try:
+                with self._past_end(rel, start, end):
+                    self._call(rel, request)
+            except _WriteFailed as exc:
+                raise exc.__cause__ from None
+
+    def _short(self, rel: str, start: int, end: int, got: int) -> RemoteReadError:
+        return RemoteReadError(f"{self.url}/{rel}: asked for bytes {start}-{end} of a file listed at "
+                               f"{self._sizes.get(rel, '?')} bytes, got {got}: the file changed since it was listed. "
+                               "Start the run again to read the new version.")
+
+    @contextmanager
+    def _past_end(self, rel: str, start: int | None, end: int | None) -> Iterator[None]:
+        """Turns a server's 416 (range not satisfiable) into an error saying the file changed."""
+        try:
+            yield
         except RemoteReadError as exc:
-            if exc.__cause__ is not None and classify(exc.__cause__).status == 416:  # range not satisfiable
+            if exc.__cause__ is not None and classify(exc.__cause__).status == 416:
                 raise RemoteReadError(
                     f"{self.url}/{rel}: bytes {start or 0}-{end} lie past the end of the file (listed at "
                     f"{self._sizes.get(rel, '?')} bytes): the file changed since it was listed. Start the run again "
                     "to read the new version.") from None
             raise
-        self.counters.add("bytes_fetched", len(data))
-        if end is not None and len(data) != end - (start or 0) and (rel not in self._sizes or end <= self._sizes[rel]):
-            raise RemoteReadError(f"{self.url}/{rel}: asked for bytes {start or 0}-{end} of a file listed at "
-                                  f"{self._sizes.get(rel, '?')} bytes, got {len(data)}: the file changed since it "
-                                  "was listed. Start the run again to read the new version.")
-        return data
 
     def request_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int | None, end: int | None) -> bytes:
         """One request for bytes `[start, end)` of `path` on `fs` (non-negative offsets or None). Sources
         whose filesystem reads ranges in several requests, or retries on its own, override it."""
         return fs.cat_file(path, start=start, end=end)
+
+    def stream_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int, end: int) -> Iterator[bytes]:
+        """One request for bytes `[start, end)` of `path` on `fs`, in blocks as the response arrives (the caller
+        stops at `end` and checks the length). Here one block, `request_range`'s; sources whose client reads a
+        response body in parts override it, so a download's first bytes are used before its last arrive."""
+        yield self.request_range(fs, path, start, end)
 
     def _size(self, rel: str) -> int:
         size = self._sizes.get(rel)
