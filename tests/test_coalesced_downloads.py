@@ -1,7 +1,7 @@
 """dl.kits.remote.file_cache.PrefetchCache joins queued pieces that follow one another in a file into one
 download of at most `coalesce_bytes`: fewer requests, each admitted byte still fetched once. A first read's piece
-(depth 0, what a reader starts on) takes only first reads' pieces along, and a failed joint download fails every
-range in it."""
+(depth 0, what a reader starts on) takes only first reads' pieces along; each range of a joint download is ready
+as soon as its own bytes are in, and a joint download that fails fails the ranges not in yet."""
 
 import os
 import threading

@@ -9,8 +9,8 @@ from typing import BinaryIO, NamedTuple
 from .file_ranges import Piece
 
 Download = Callable[[str, int, int, BinaryIO], None]
-"""`download(rel, start, end, out)`: write bytes `[start, end)` of the remote file `rel` into `out`; raises on
-failure."""
+"""`download(rel, start, end, out)`: write bytes `[start, end)` of the remote file `rel` into `out`, in order (as
+they arrive: the cache hands each range on once its bytes are in); raises on failure."""
 
 
 class Located(NamedTuple):

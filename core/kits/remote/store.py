@@ -152,8 +152,9 @@ class RemoteStore(Source):
         from the first byte not handed on yet: `write` sees each byte once.
 
         Raises:
-            RemoteReadError: the file ends before `end` (it changed since it was listed), transient errors past the
-                retry budget, or what `write` raises as a `DlError` (not retried). SourceFileNotFoundError: as reads.
+            RemoteReadError: the file ends before `end` (it changed since it was listed), or transient errors past
+                the retry budget. SourceFileNotFoundError: as reads. Whatever `write` raises, as it is (never
+                retried).
         """
         fs, path = self._where(rel)
         at = start
