@@ -3,7 +3,9 @@ adjacent cached ranges (the pieces a thread joins into one request), and each is
 byte is in: a reader waiting for the first range of a joined download waits for that range, not for the whole
 download (the source streams the response, `dl.kits.remote.store.RemoteStore.stream_range`)."""
 
+import contextlib
 import io
+import os
 from collections.abc import Callable
 
 from .cache_entry import Entry
@@ -27,7 +29,16 @@ class Arrivals(io.BytesIO):
             self.pending.pop(0)
         return written
 
-    def save(self, entry: Entry, path: str) -> None:
-        """Write `entry`'s bytes (all in) to the file `path`."""
-        with self.getbuffer() as view, open(path, "wb") as out:
-            out.write(view[entry.piece.start - self.start:entry.piece.end - self.start])
+    def save(self, entry: Entry) -> None:
+        """Write `entry`'s bytes (all in) to its file `entry.path`, whole or not at all (under a temporary name
+        first, removed if the write fails)."""
+        part = f"{entry.path}.tmp"
+        os.makedirs(os.path.dirname(part), exist_ok=True)
+        try:
+            with self.getbuffer() as view, open(part, "wb") as out:
+                out.write(view[entry.piece.start - self.start:entry.piece.end - self.start])
+            os.replace(part, entry.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(part)
+            raise

@@ -355,19 +355,13 @@ class PrefetchCache:
                 raise OSError(f"the download of bytes {start}-{end} of {rel} stopped at {start + arrivals.tell()}")
             if copied:
                 self.on_copied(copied)
-        except BaseException as exc:  # handed to every reader of the ranges not in
-            for entry in arrivals.pending:
-                _remove(f"{entry.path}.tmp")
-                _remove(entry.path)
+        except BaseException as exc:  # handed to every reader of the ranges not in (none has a file)
             self._settle(arrivals.pending, State.FAILED, exc)
         self.on_done()
 
     def _whole(self, arrivals: Arrivals, entry: Entry) -> None:
         """Every byte of `entry` (downloading) is in `arrivals`: write its file, and it is ready."""
-        part = f"{entry.path}.tmp"
-        os.makedirs(os.path.dirname(part), exist_ok=True)
-        arrivals.save(entry, part)
-        os.replace(part, entry.path)
+        arrivals.save(entry)
         self._settle([entry], State.READY)
 
     def _settle(self, entries: list[Entry], state: State, error: BaseException | None = None) -> None:
