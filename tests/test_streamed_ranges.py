@@ -16,8 +16,11 @@ from dl.testing.fault_proxy import FaultProxy, Faults
 
 CUTS = Faults(truncate_every=1, reset_after_bytes=100_000, per_request=1)
 """Every distinct request (its Range header included) is cut once after 100 KB, more than one 64 KiB block of the
-body, by closing the connection (every byte before the cut reaches the reader, whatever the timing): a resumed
-request asks for another range, so it is cut too; one asked again unchanged goes through."""
+body, by closing the connection: a resumed request asks for another range, so it is cut too; one asked again
+unchanged goes through. Every byte before the cut reaches the client's socket, but how much of it a client hands
+on differs: httpx (the Hub's client) yields each full block it read before raising, so a cut Hub response always
+hands on a block; aiohttp (s3fs's) raises as soon as it sees the close and drops what it holds unread, so a cut S3
+response hands on anything from none of its bytes to all of them, by timing."""
 BLOB = "videos/blob.bin"
 """A 300 KB file of seeded random bytes beside the dataset's own files."""
 
@@ -47,7 +50,9 @@ def test_a_range_cut_midway_is_resumed_and_each_byte_arrives_once(server, s3, hu
         source.fetch_into(BLOB, start, end, blocks.append)
         stats = source.stats()
     assert b"".join(blocks) == expected[start:end]
-    assert stats["retries"] >= 2  # a resumed request was cut again: it asked for another range than the first
+    if server == "hub":  # a block came before the cut, so the resumed request asked for another range: cut again
+        assert stats["retries"] >= 2
+    assert stats["retries"] >= 1
     assert stats["requests"] == stats["retries"] + 1 and stats["failures"] == 0
     assert stats["bytes_fetched"] == end - start  # the retries asked only for what had not arrived
 
