@@ -27,6 +27,7 @@ from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
 from .episode_pool import EpisodePool
+from .first_draws import first_draw_order
 from .gop import episode_gop
 from .partition import DEALING, partition_episodes
 from .segments import SegmentPlan, current_plan
@@ -259,7 +260,9 @@ class PoolDataset(torch.utils.data.IterableDataset):
         if skip or plan.index:
             self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0 + replay_s) * 1e6))
         admit = partial(self._admit, pool)
-        for e in pool.open_episodes():  # the pool as it stands: announce what it will read
+        # the pool as it stands: announce what it reads (to a prefetching source, which downloads in the order it
+        # hears, first drawn first)
+        for e in pool.open_episodes() if self.meta.source.is_local else first_draw_order(pool):
             admit(e)
         pool.on_admit = admit
         if isinstance(pool, ChunkPool):

@@ -1,0 +1,92 @@
+"""A prefetching source hears of a consumer's open episodes in the order the pool first draws them
+(`dl.plugins.pool.first_draws`): read ahead on a copy of the pool, which leaves the pool's own order untouched."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pool_helpers import TABULAR, VIDEO, every_index
+
+import dl
+from dl.plugins.pool.chunk_pool import ChunkPool
+from dl.plugins.pool.episode_pool import EpisodePool
+from dl.plugins.pool.first_draws import DRAWS_PER_EPISODE, first_draw_order
+
+
+def _pools(kind: str, lengths: list[int], pool_size: int, chunk_frames: int, open_chunks: int, seed: int):
+    """Two identical pools (same episodes, lengths and seed)."""
+    episodes, lengths = np.arange(len(lengths)) * 3 + 1, np.asarray(lengths)  # positions that are not 0..n-1
+    if kind == "chunks":
+        return [ChunkPool(episodes, lengths, pool_size, chunk_frames, open_chunks, np.random.default_rng(seed))
+                for _ in range(2)]
+    return [EpisodePool(episodes, lengths, pool_size, np.random.default_rng(seed)) for _ in range(2)]
+
+
+@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@given(kind=st.sampled_from(["chunks", "episodes"]), lengths=st.lists(st.integers(1, 60), min_size=1, max_size=12),
+       pool_size=st.integers(1, 8), chunk_frames=st.integers(1, 9), open_chunks=st.integers(1, 6),
+       skip=st.integers(0, 40), seed=st.integers(0, 2**16))
+def test_the_order_is_that_of_first_emissions_and_the_pool_is_left_as_it_was(kind, lengths, pool_size, chunk_frames,
+                                                                             open_chunks, skip, seed):
+    looked, plain = _pools(kind, lengths, pool_size, chunk_frames, open_chunks, seed)
+    for _ in range(min(skip, sum(lengths) - 1)):  # anywhere in the epoch (a resumed consumer fast-forwards)
+        next(looked), next(plain)
+    waiting = looked.open_episodes()
+    order = first_draw_order(looked)
+    assert sorted(order) == sorted(waiting)
+
+    emitted = [e for e, _, _ in looked]
+    assert emitted == [e for e, _, _ in plain]  # looking ahead drew nothing from the pool's RNG
+    horizon = emitted[:DRAWS_PER_EPISODE * len(waiting)]
+    firsts = [e for i, e in enumerate(horizon) if e in waiting and e not in horizon[:i]]
+    assert order == firsts + [e for e in waiting if e not in firsts]
+
+
+@pytest.fixture
+def remote_copy(tmp_path):
+    """`remote_copy(name, config)`: a synthetic dataset written locally and put on fsspec's in-memory filesystem (a
+    remote source: it prefetches); its URL. Removed from memory after the test."""
+    import fsspec
+
+    from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
+
+    memory, urls = fsspec.filesystem("memory"), []
+
+    def make(name: str, config: dict) -> str:
+        write_synthetic_dataset(tmp_path / name, SyntheticConfig(**config))
+        urls.append(f"memory://{tmp_path.name}-{name}")
+        memory.put(str(tmp_path / name), urls[-1], recursive=True)
+        return urls[-1]
+
+    yield make
+    for url in urls:
+        memory.rm(url, recursive=True)
+
+
+def _admissions(url: str, **options):
+    """(keys the source was told of before the first sample, episodes in the order of their first sample, the
+    dataset) of one pass over a pool dataset in this process."""
+    ds = dl.make_dataset(url, source="bucket", loader="pool", seed=options.pop("seed"), loader_options=options)
+    told, admit = [], ds.meta.source.admit
+    ds.meta.source.admit = lambda key, files: (told.append(key), admit(key, files))
+    first_told, seen = None, []
+    for sample in ds:
+        if first_told is None:
+            first_told = list(told)
+        episode = int(sample["episode_index"])
+        if episode not in seen:
+            seen.append(episode)
+    return first_told, seen, ds
+
+
+def test_a_prefetching_source_hears_of_the_open_episodes_in_the_order_they_are_first_drawn(remote_copy):
+    told, seen, _ = _admissions(remote_copy("tabular", TABULAR), episode_pool_size=7, seed=3)
+    assert len(told) == 7 and told == seen  # every episode open at once: told in the order they come out
+    assert told != sorted(told)
+
+
+def test_with_chunks_the_first_episodes_told_are_those_drawn_first(remote_copy):
+    told, seen, ds = _admissions(remote_copy("video", VIDEO), episode_pool_size=3, decode_chunk_frames=4,
+                                 seed=5)
+    assert len(told) == 3 and told == seen[:3]
+    assert sorted(int(s["index"]) for s in ds) == every_index(ds)  # and the epoch is whole, each frame once
