@@ -13,31 +13,34 @@ from dl.plugins.pool.episode_pool import EpisodePool
 from dl.plugins.pool.first_draws import DRAWS_PER_EPISODE, first_draw_order
 
 
-def _pools(kind: str, lengths: list[int], pool_size: int, chunk_frames: int, open_chunks: int, seed: int):
-    """Two identical pools (same episodes, lengths and seed)."""
+def _pools(kind: str, lengths: list[int], pool_size: int, chunk_frames: int, open_chunks: int, seed: int,
+           elastic: bool):
+    """Two identical pools (same episodes, lengths and seed); `elastic`: each episode's every other row of twice its
+    length, as an elastic segment streams what is left of its episodes."""
     episodes, lengths = np.arange(len(lengths)) * 3 + 1, np.asarray(lengths)  # positions that are not 0..n-1
+    rows = [np.arange(0, 2 * n, 2) for n in lengths] if elastic else None
     if kind == "chunks":
-        return [ChunkPool(episodes, lengths, pool_size, chunk_frames, open_chunks, np.random.default_rng(seed))
+        return [ChunkPool(episodes, lengths, pool_size, chunk_frames, open_chunks, np.random.default_rng(seed), rows)
                 for _ in range(2)]
-    return [EpisodePool(episodes, lengths, pool_size, np.random.default_rng(seed)) for _ in range(2)]
+    return [EpisodePool(episodes, lengths, pool_size, np.random.default_rng(seed), rows) for _ in range(2)]
 
 
 @settings(max_examples=120, deadline=None, derandomize=True, database=None)
 @given(kind=st.sampled_from(["chunks", "episodes"]), lengths=st.lists(st.integers(1, 60), min_size=1, max_size=12),
        pool_size=st.integers(1, 8), chunk_frames=st.integers(1, 9), open_chunks=st.integers(1, 6),
-       skip=st.integers(0, 40), seed=st.integers(0, 2**16))
+       skip=st.integers(0, 40), seed=st.integers(0, 2**16), elastic=st.booleans())
 def test_the_order_is_that_of_first_emissions_and_the_pool_is_left_as_it_was(kind, lengths, pool_size, chunk_frames,
-                                                                             open_chunks, skip, seed):
-    looked, plain = _pools(kind, lengths, pool_size, chunk_frames, open_chunks, seed)
+                                                                             open_chunks, skip, seed, elastic):
+    looked, plain = _pools(kind, lengths, pool_size, chunk_frames, open_chunks, seed, elastic)
     for _ in range(min(skip, sum(lengths) - 1)):  # anywhere in the epoch (a resumed consumer fast-forwards)
         next(looked), next(plain)
     waiting = looked.open_episodes()
     order = first_draw_order(looked)
     assert sorted(order) == sorted(waiting)
 
-    emitted = [e for e, _, _ in looked]
-    assert emitted == [e for e, _, _ in plain]  # looking ahead drew nothing from the pool's RNG
-    horizon = emitted[:DRAWS_PER_EPISODE * len(waiting)]
+    emitted = [(e, row) for e, row, _ in looked]
+    assert emitted == [(e, row) for e, row, _ in plain]  # looking ahead drew nothing from the pool's RNG
+    horizon = [e for e, _ in emitted[:DRAWS_PER_EPISODE * len(waiting)]]
     firsts = [e for i, e in enumerate(horizon) if e in waiting and e not in horizon[:i]]
     assert order == firsts + [e for e in waiting if e not in firsts]
 

@@ -28,7 +28,8 @@ def first_draw_order(pool: EpisodePool | ChunkPool) -> list[int]:
     `on_open`): the copy's draws would call them."""
     waiting = pool.open_episodes()
     order: dict[int, int] = {}
-    ahead = copy.deepcopy(pool)
+    rows = pool._row_sets  # an elastic segment's rows (`segments.RowsLeft`, over the epoch's mask): read, never written
+    ahead = copy.deepcopy(pool, {id(rows): rows})
     for _ in range(DRAWS_PER_EPISODE * len(waiting)):
         try:
             episode, _, _ = next(ahead)
