@@ -314,6 +314,7 @@ class RemoteSource(RemoteStore):
             proc.first_done = True
             self.counters.peak("first_admission_us", int((time.perf_counter() - proc.first[1]) * 1e6))
 
+
 class _ProcessState:
     """What one process holds: its pid, its cache and its first admission (key, start time)."""
 
