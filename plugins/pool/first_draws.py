@@ -26,7 +26,7 @@ def first_draw_order(pool: EpisodePool | ChunkPool) -> list[int]:
     drawn within `DRAWS_PER_EPISODE` draws each last, in their pool order), read from a copy of `pool`: `pool`
     itself, its RNG included, is left as it was. Call it before setting the pool's callbacks (`on_admit`,
     `on_open`): the copy's draws would call them."""
-    waiting = pool.open_episodes()
+    waiting = set(pool.open_episodes())
     order: dict[int, int] = {}
     rows = pool._row_sets  # an elastic segment's rows (`segments.RowsLeft`, over the epoch's mask): read, never written
     ahead = copy.deepcopy(pool, {id(rows): rows})
@@ -35,7 +35,8 @@ def first_draw_order(pool: EpisodePool | ChunkPool) -> list[int]:
             episode, _, _ = next(ahead)
         except StopIteration:
             break
-        order.setdefault(episode, len(order))
-        if len(order) >= len(waiting):
-            break
-    return sorted(waiting, key=lambda e: order.get(e, len(waiting)))
+        if episode in waiting:  # not one admitted meanwhile (after an open episode ran out)
+            order.setdefault(episode, len(order))
+            if len(order) == len(waiting):
+                break
+    return sorted(pool.open_episodes(), key=lambda e: order.get(e, len(waiting)))
