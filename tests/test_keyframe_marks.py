@@ -1,6 +1,6 @@
 """A video span's keyframe marks (`dl.kits.remote.span_reads.keyframe_marks`): a read of some of its frames placed
-by them holds every byte the decoder reads, from the keyframe at or before its first frame to its read-ahead past
-the last, whatever the frame sizes, GOP and span bounds; a track with B-frames keeps none (placed by proportion)."""
+by them holds every byte the decoder reads, from the keyframe at or before its first frame to the end of the last,
+whatever the frame sizes, GOP and span bounds; a track with B-frames keeps none (placed by proportion)."""
 
 from pathlib import Path
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dl.kits.mp4_index import READ_AHEAD_BYTES, SampleIndex, read_index
+from dl.kits.mp4_index import SampleIndex, read_index
 from dl.kits.remote.file_plan import video_part
 from dl.kits.remote.span_reads import MARK, MAX_MARKS, ranked_reads
 
@@ -27,9 +27,10 @@ def track(sizes: list[int], gop: int, pts_order=None) -> SampleIndex:
 
 
 def decoder_reads(index: SampleIndex, first: int, last: int) -> tuple[int, int]:
-    """The bytes a decoder reads for frames `first..last`: from their keyframe to the read-ahead past the last."""
+    """The bytes a decoder needs for frames `first..last`: from their keyframe to the end of the last (what it reads
+    past them only fills its buffer: the view ends a fill at bytes not downloaded yet)."""
     key = int(np.flatnonzero(index.keyframes[: first + 1])[-1])
-    return int(index.offsets[key]), min(index.size, int(index.offsets[last] + index.sizes[last]) + READ_AHEAD_BYTES)
+    return int(index.offsets[key]), int(index.offsets[last] + index.sizes[last])
 
 
 def placed(index: SampleIndex, span: tuple[int, int], chunk: tuple[int, int], with_marks: bool = True):
@@ -60,8 +61,7 @@ def test_a_read_placed_by_marks_holds_every_byte_the_decoder_reads(data, frames,
 
 def test_marks_place_reads_where_a_proportion_misses():
     # a keyframe of 60 KB every 12 frames of 4 KB, and a scene whose frames grow to 20 KB half-way: the proportion
-    # starts after the keyframe and ends before the read-ahead; the marks hold both, and fetch no more than a GOP
-    # beyond them on either side
+    # starts after the keyframe; the marks hold the keyframe and every frame, and end at the next keyframe
     sizes = [60_000 if i % 12 == 0 else (4_000 if i < 150 else 20_000) for i in range(300)]
     index = track(sizes, 12)
     _, by_marks = placed(index, (0, 300), (100, 107))
@@ -69,7 +69,7 @@ def test_marks_place_reads_where_a_proportion_misses():
     lo, hi = decoder_reads(index, 100, 107)
     assert covers(by_marks, lo, hi) and not covers(by_share, lo, hi)
     assert by_marks[0].start == lo  # the keyframe itself
-    assert by_marks[-1].end == index.offsets[108] + READ_AHEAD_BYTES  # the next keyframe, then the read-ahead
+    assert by_marks[-1].end == index.offsets[108]  # the next keyframe
 
 
 def test_a_track_with_b_frames_keeps_no_marks():

@@ -229,10 +229,12 @@ class PrefetchCache:
         self.on_reserved(self.reserved)
 
     # ------------------------------------------------------------------------------------ reads
-    def locate(self, rel: str, pos: int) -> Located | None:
+    def locate(self, rel: str, pos: int, wait: bool = True) -> Located | None:
         """A local copy of the bytes of `rel` at offset `pos` (the cached range holding it): waits for its
         download when one is queued or running (taking a queued one over in this thread), and returns None
-        when no admitted range holds `pos` or its range still waits for room (read it remotely then).
+        when no admitted range holds `pos` or its range still waits for room (read it remotely then). With
+        `wait=False` it returns a copy only when its download is done: None for a range queued, downloading,
+        waiting for room or failed, none of them touched.
 
         Raises:
             The download's own error (e.g. `SourceFileNotFoundError`, `dl.kits.remote.retry.RemoteReadError`).
@@ -242,7 +244,7 @@ class PrefetchCache:
             if not found:
                 return self._inherited(rel, pos)
             entry = self._entries[found[0]]
-            if entry.state is State.WAITING:
+            if entry.state is State.WAITING or (not wait and entry.state is not State.READY):
                 return None
             claimed = entry.state is State.QUEUED
             if claimed:  # its heap item is skipped when it comes up

@@ -158,14 +158,15 @@ class RemoteSource(RemoteStore):
                 self.metadata_s += waited
 
     def video_input(self, rel: str) -> str | BinaryIO:
-        """The local copy's path when `rel` is cached whole, a view of its cached ranges when it was admitted,
-        else a streaming file."""
+        """The local copy's path when `rel` is cached whole, a view of its cached ranges when it was admitted
+        (ending a decoder's buffer fill at bytes not downloaded yet: `CachedView`'s `fills`), else a streaming
+        file."""
         if not self._held(rel):
             return self._stream(rel)
         located = self.cached(rel, 0)
         if located is not None and located.start == 0 and located.end >= self._size(rel):
             return located.path
-        return CachedView(self, rel, self._size(rel), self.block_size)
+        return CachedView(self, rel, self._size(rel), self.block_size, fills=True)
 
     # ------------------------------------------------------------------------------------ byte ranges
     def prepare(self, files: list[FileSpan]) -> int:
@@ -258,13 +259,14 @@ class RemoteSource(RemoteStore):
             return self._cache().held(rel)
         return rel in proc.inherited
 
-    def cached(self, rel: str, pos: int) -> Located | None:
+    def cached(self, rel: str, pos: int, wait: bool = True) -> Located | None:
         """The local copy of the cached range of `rel` holding `pos` (waiting for its download; counted as a
-        cache hit, the wait as network wait), or None to read it remotely."""
+        cache hit, the wait as network wait), or None to read it remotely. `wait=False`: only a range already
+        downloaded, else None (`PrefetchCache.locate`)."""
         proc = self._state()
         t0 = time.perf_counter()
         if self.prefetch:
-            located = self._cache().locate(rel, pos)
+            located = self._cache().locate(rel, pos, wait)
         else:
             located = next((p for p in proc.inherited.get(rel, ()) if p.start <= pos < p.end
                             and os.path.exists(p.path)), None)

@@ -5,10 +5,17 @@ first, in decode order, plus the decoder's read-ahead), not each frame's offset:
 episodes would not fit in every worker. It keeps at most `MAX_MARKS` of its keyframes instead (`keyframe_marks`:
 each one's time and offset in the span's bytes). A read of the frames between two times is placed from the last
 mark at or before its start (a keyframe: where the decoder starts) to the first mark after its end (every frame
-shown before a keyframe comes before it in the file, in a track without B-frames), plus the decoder's read-ahead
-(`dl.kits.mp4_index.READ_AHEAD_BYTES`). A span without marks (B-frames, or a `Part` of another kind) is placed by
-proportion (a camera episode's frames are about the same size: a constant frame rate and GOP, as LeRobot
-records), widened by `MARGIN_BYTES` on both sides (the keyframe before its first frame, the estimate's error).
+shown before a keyframe comes before it in the file, in a track without B-frames). A span without marks (B-frames,
+or a `Part` of another kind) is placed by proportion (a camera episode's frames are about the same size: a
+constant frame rate and GOP, as LeRobot records), widened by `MARGIN_BYTES` on both sides (the keyframe before its
+first frame, the estimate's error).
+
+A read is placed without the decoder's read-ahead (`dl.kits.mp4_index.READ_AHEAD_BYTES`): the decoder reads
+through a view that ends a buffer fill at bytes not downloaded yet (`dl.kits.remote.views.CachedView`'s `fills`),
+so the bytes past a read's frames come at the rank of the read that needs them. Placed with the read-ahead, every
+chunk of a `pool` loader also ranked the next chunk's first 64 KiB at its own rank: on open50 (~6 KB a frame)
+each round of first reads carried twice the bytes its frames need, and the link, full while an epoch downloads,
+delivered the frames the pool decodes next half as fast.
 
 Why marks: on open50 (12-frame GOPs, frame sizes that follow the scene) a proportional read missed the bytes the
 decoder read, at its start (the lead from the keyframe) or its end, for most chunks a `pool` loader opened; each
@@ -77,9 +84,9 @@ def ranked_reads(rel: str, ranges: tuple[tuple[int, int], ...], from_s: float, t
 
     def end_of(t: float) -> float:
         if not len(keys):
-            return at(t) + READ_AHEAD_BYTES + MARGIN_BYTES
+            return at(t) + MARGIN_BYTES
         i = int(np.searchsorted(keys["t"], t - from_s - TIME_SLACK_S, side="left"))
-        return int(keys["at"][i]) + READ_AHEAD_BYTES if i < len(keys) else total
+        return int(keys["at"][i]) if i < len(keys) else total
 
     out = []
     for start, end, rank in reads:
