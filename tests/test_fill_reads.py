@@ -1,7 +1,8 @@
 """A remote video's view ends a decoder's buffer fill at bytes not downloaded yet (`CachedView`'s `fills`):
 torchcodec decodes a chunk of open50's real H.264 video whose following bytes are not downloaded without
 waiting for them (it waits for them without `fills`), with the frames a local decode gives, and still gets every
-byte it needs beyond the chunk when it decodes further.
+byte it needs beyond the chunk when it decodes further; dl's torchcodec opener (`open_video`) turns `fills` on for a
+remote source's view.
 
 The cache is a real `PrefetchCache` over the file's bytes. The chunk's bytes and the file's header are
 downloaded; the rest of the file is admitted but stays queued, as its one download thread is held by another
@@ -18,6 +19,7 @@ from torchcodec.decoders import VideoDecoder
 from dl.kits.mp4_index import merge_ranges, read_index
 from dl.kits.remote.file_cache import Piece, PrefetchCache
 from dl.kits.remote.views import CachedView
+from dl.kits.video.torchcodec_video import open_video
 
 REL, HELD = "v.mp4", "held.mp4"
 
@@ -92,3 +94,18 @@ def test_bytes_a_decoder_needs_past_the_chunk_are_still_read(chunk_cached):
     view = CachedView(through, REL, index.size, 64 << 10, fills=True)
     assert torch.equal(decode(view, frames), decode(str(video), frames))
     assert taken_over and taken_over[0][0] == index.offsets[end]
+
+
+def test_dl_opens_a_remote_video_for_torchcodec_with_fills(chunk_cached):
+    video, index, first, end, through, taken_over = chunk_cached
+
+    class Remote:  # what `open_video` asks of a source: the decoder's input, and a URL for its errors
+        url = "s3://bucket/dataset"
+
+        def video_input(self, rel):
+            return CachedView(through, rel, index.size, 64 << 10)
+
+    frames = list(range(first, end))
+    decoder = open_video(Remote(), REL, seek_mode="approximate")
+    assert torch.equal(decoder.get_frames_at(frames).data, decode(str(video), frames))
+    assert taken_over == []

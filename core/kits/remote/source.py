@@ -159,14 +159,14 @@ class RemoteSource(RemoteStore):
 
     def video_input(self, rel: str) -> str | BinaryIO:
         """The local copy's path when `rel` is cached whole, a view of its cached ranges when it was admitted
-        (ending a decoder's buffer fill at bytes not downloaded yet: `CachedView`'s `fills`), else a streaming
+        (a `CachedView`: a decoder that reads on after a short read may turn on its `fills`), else a streaming
         file."""
         if not self._held(rel):
             return self._stream(rel)
         located = self.cached(rel, 0)
         if located is not None and located.start == 0 and located.end >= self._size(rel):
             return located.path
-        return CachedView(self, rel, self._size(rel), self.block_size, fills=True)
+        return CachedView(self, rel, self._size(rel), self.block_size)
 
     # ------------------------------------------------------------------------------------ byte ranges
     def prepare(self, files: list[FileSpan]) -> int:

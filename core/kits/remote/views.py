@@ -79,8 +79,10 @@ class CachedView(_Seekable):
         rel: the file, relative to the source root.
         size: its size in bytes.
         block_size: the most bytes one remote read fetches.
-        fills: end a reader's fill at bytes not downloaded yet (above); for readers that read on after a short
-            read (torchcodec), never for one that takes a short read as the end of the file.
+        fills: end a reader's fill at bytes not downloaded yet (above), for a reader that reads on after a short
+            read until a read returns no bytes (torchcodec: `dl.kits.video.torchcodec_video.open_video` turns it
+            on); never for one that reads once per fill (an empty read would end its file) or takes a short read
+            as the end of the file.
     """
 
     def __init__(self, source: Reads, rel: str, size: int, block_size: int, fills: bool = False):

@@ -8,6 +8,7 @@ import torch
 from ...contracts.decoder import DecodedFrames, Decoder
 from ...contracts.errors import DlError, VideoDecodeError
 from ...contracts.source import Source
+from ..remote.views import CachedView
 
 SEEK_MODES = ("auto", "approximate", "exact")
 
@@ -45,8 +46,11 @@ def checked_resize(value, who: str) -> tuple[int, int] | None:
 
 def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 1, device: str = "cpu",
                resize: tuple[int, int] | None = None):
-    """A torchcodec `VideoDecoder` on `source.video_input(path)`. `seek_mode` "auto" opens in "approximate"
-    mode and reopens in "exact" mode (one scan of the file) when `header_trustworthy` says no. With `resize`
+    """A torchcodec `VideoDecoder` on `source.video_input(path)` (a remote source's `CachedView` with its `fills`
+    on: torchcodec 0.13's file-object reader, `AVIOFileLikeContext::read`, calls `read` until its 64 KiB buffer is
+    full or a read returns no bytes, so the view may end a fill at bytes not downloaded yet). `seek_mode` "auto"
+    opens in "approximate" mode and reopens in "exact" mode (one scan of the file) when `header_trustworthy` says
+    no. With `resize`
     (height, width), every frame is scaled inside the decoder by torchcodec's `Resize` transform (bilinear, with
     antialiasing, as torchvision's `Resize`), in FFmpeg's filter graph: no full-size frame reaches Python.
 
@@ -62,7 +66,10 @@ def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 
         transforms = [Resize(size=resize)]
 
     def create(mode: str):
-        return VideoDecoder(source.video_input(path), seek_mode=mode, num_ffmpeg_threads=num_threads, device=device,
+        video = source.video_input(path)
+        if isinstance(video, CachedView):
+            video.fills = True  # torchcodec reads on after a short read until its buffer is full or a read is empty
+        return VideoDecoder(video, seek_mode=mode, num_ffmpeg_threads=num_threads, device=device,
                             transforms=transforms)
 
     try:
