@@ -33,8 +33,9 @@ READ_AHEAD_BYTES = 64 << 10
 object (reading on after a short read), so the first samples (FFmpeg's stream probe on open) and every
 span's samples are followed by this many bytes (measured with torchcodec 0.13 / FFmpeg 5.1: with them, no
 read falls outside the ranges on AV1, H.264, HEVC and MPEG-4 files; a read that does still succeeds, as a
-request of its own). A remote source's view of a video ends a fill at bytes not downloaded yet
-(`dl.kits.remote.views.CachedView`), so a decoder never waits for these bytes; they are fetched with the span."""
+request of its own). The built-in decoders read a remote video through a view that ends a fill at bytes not
+downloaded yet (`dl.kits.remote.views.CachedView`'s `fills`), so they never wait for these bytes, which are
+fetched with the span."""
 
 Read = Callable[[int, int], bytes]
 """`read(start, end)`: bytes `[start, end)` of the file (one ranged request)."""
