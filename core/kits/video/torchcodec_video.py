@@ -50,9 +50,9 @@ def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 
     on: torchcodec 0.13's file-object reader, `AVIOFileLikeContext::read`, calls `read` until its 64 KiB buffer is
     full or a read returns no bytes, so the view may end a fill at bytes not downloaded yet). `seek_mode` "auto"
     opens in "approximate" mode and reopens in "exact" mode (one scan of the file) when `header_trustworthy` says
-    no. With `resize`
-    (height, width), every frame is scaled inside the decoder by torchcodec's `Resize` transform (bilinear, with
-    antialiasing, as torchvision's `Resize`), in FFmpeg's filter graph: no full-size frame reaches Python.
+    no. With `resize` (height, width), every frame is scaled inside the decoder by torchcodec's `Resize` transform
+    (bilinear, with antialiasing, as torchvision's `Resize`), in FFmpeg's filter graph: no full-size frame reaches
+    Python.
 
     Raises:
         VideoDecodeError: the file cannot be opened; the message names it and torchcodec's reason.
