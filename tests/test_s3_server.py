@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import psutil
 import pytest
 
+from dl.testing.fault_proxy import FaultProxy
 from dl.testing.s3_server import S3Server
 
 
@@ -24,6 +25,20 @@ def test_serves_ranges_from_its_own_process_and_stops_with_its_context(tmp_path)
         address = urlsplit(s3.endpoint_url)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((address.hostname, address.port), timeout=5).close()
+
+
+def test_keeps_connections_alive_across_ranged_reads(tmp_path):
+    # S3 answers request after request on one connection; a server closing each one (moto's own, HTTP/1.0) makes
+    # every ranged read a new connection through the client, a benchmark's proxy and the server
+    (tmp_path / "a.bin").write_bytes(bytes(range(256)) * 64)
+    with S3Server() as s3:
+        url = s3.upload(tmp_path, "tests", "ds")
+        with FaultProxy(s3.endpoint_url) as proxy:
+            fs = s3.filesystem(proxy.endpoint_url)
+            for start in range(0, 8000, 1000):  # one after another: one connection serves them all
+                assert fs.cat_file(f"{url}/a.bin", start=start, end=start + 10) == bytes(
+                    (start + i) % 256 for i in range(10))
+            assert proxy.requests >= 8 and proxy.connections == 1
 
 
 def test_stops_when_the_process_that_started_it_dies():

@@ -14,11 +14,13 @@ import socket
 import struct
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 CHUNK = 16 << 10
+REQUEST_LINES_KEPT = 1000
+"""Request lines a proxy keeps (the latest)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,9 @@ class FaultProxy:
 
     Attributes:
         endpoint_url: `http://127.0.0.1:PORT`, what the client uses instead of `target`.
-        injected: faults injected so far by kind ("429", "503", "reset", "truncate"); `requests`: requests seen.
+        injected: faults injected so far by kind ("429", "503", "reset", "truncate"); `requests`: requests seen;
+            `connections`: client connections accepted (a client and server keeping connections alive make few);
+            `request_lines`: the request lines (`GET /path?query HTTP/1.1`) of the last `REQUEST_LINES_KEPT` requests.
     """
 
     def __init__(self, target: str, latency_s: float = 0.0, bandwidth_bps: float | None = None,
@@ -78,7 +82,8 @@ class FaultProxy:
         self.latency_s, self.bandwidth_bps, self.faults = latency_s, bandwidth_bps, faults or Faults()
         self.injected: Counter = Counter()
         self._failed: Counter = Counter()  # faults injected per distinct request
-        self.requests = 0
+        self.requests = self.connections = 0
+        self.request_lines: deque[str] = deque(maxlen=REQUEST_LINES_KEPT)
         self._lock = threading.Lock()
         self._next_free = 0.0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -109,6 +114,8 @@ class FaultProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                self.connections += 1
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
@@ -127,6 +134,7 @@ class FaultProxy:
         """The fault for the next request, whose first bytes are `request` (None: forward it)."""
         with self._lock:
             self.requests += 1
+            self.request_lines.append(request.split(b"\r\n", 1)[0].decode("latin-1"))
             kind = self.faults.pick(self.requests)
             if kind is None or (self.faults.limit is not None and sum(self.injected.values()) >= self.faults.limit):
                 return None

@@ -8,6 +8,7 @@ library's own retries are turned off (s3fs's `retries` attribute set to 1; botoc
 unless given), so every retry happens, and is counted, in `dl.kits.remote.source.RemoteSource`.
 """
 
+import os
 from collections.abc import Iterator
 
 import fsspec
@@ -19,19 +20,27 @@ from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
 from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
 from .options import DEFAULT_CACHE_BYTES, remote_kwargs
+from .s3_presigned import PresignedRanges, presignable
 
 S3_SETTINGS = {"S3FileSystem": {"retries": 1}}
 """Attributes set on each process's s3fs instance: one attempt per call (s3fs takes no such option)."""
 
 
 class BucketSource(RemoteSource):
-    """A `RemoteSource` on any fsspec filesystem; on S3 a range's response body is read in blocks as it arrives
-    (through s3fs's own aiobotocore client, the `get_object` call s3fs's `cat_file` makes), elsewhere in one
-    piece."""
+    """A `RemoteSource` on any fsspec filesystem. On S3 a range's response body is read in blocks as it arrives:
+    through a presigned URL of the object, in the calling thread (`s3_presigned`), or, for requests a URL cannot
+    carry (requester pays, customer encryption keys), through s3fs's own aiobotocore client (the `get_object` call
+    s3fs's `cat_file` makes); elsewhere in one piece."""
+
+    def __getstate__(self):
+        return {**super().__getstate__(), "_presigned": None}  # each process keeps its own connections
 
     def stream_range(self, fs, path: str, start: int, end: int) -> Iterator[bytes]:
         if type(fs).__name__ != "S3FileSystem" or not hasattr(fs, "_call_s3"):  # another store, or another s3fs
             yield from super().stream_range(fs, path, start, end)
+            return
+        if presignable(fs):
+            yield from self._presigned_ranges(fs).stream(path, start, end)
             return
         from fsspec.asyn import sync
 
@@ -46,6 +55,13 @@ class BucketSource(RemoteSource):
         finally:
             body.close()
 
+    def _presigned_ranges(self, fs) -> PresignedRanges:
+        """This process's `PresignedRanges` of `fs`."""
+        ranges = self.__dict__.get("_presigned")
+        if ranges is None or ranges.pid != os.getpid() or ranges.fs is not fs:
+            ranges = self.__dict__["_presigned"] = PresignedRanges(fs)
+        return ranges
+
 
 def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.AbstractFileSystem, str]:
     """(filesystem, path without protocol) for `url`, with dl's retry defaults on S3.
@@ -58,6 +74,7 @@ def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.Ab
     if protocol in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # the first try only
+        config.setdefault("signature_version", "s3v4")  # presigned URLs too (`s3_presigned`), as every region takes
         options["config_kwargs"] = config
     try:
         return fsspec.core.url_to_fs(url, **options)
