@@ -5,7 +5,9 @@ benchmark keeps `meta/` on the Hub and data and videos in a bucket: `--data-file
 Storage options (endpoint URL, credentials profile, anonymous access) go to the filesystem of the bulk
 files as given (`--storage-option KEY=VALUE`, `source_options={"storage_options": {...}}`). On S3 the
 library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `total_max_attempts=1`
-unless given), so every retry happens, and is counted, in `dl.kits.remote.source.RemoteSource`.
+unless given), so every retry happens, and is counted, in `dl.kits.remote.source.RemoteSource`, and requests are
+signed with SigV4 unless `config_kwargs` names another version, presigned URLs included: the prefetch cache's
+range downloads go through one presigned URL per object (`s3_presigned`).
 """
 
 import os
