@@ -12,6 +12,7 @@ import pytest
 from remote_helpers import hub, loopback_hub_source, publish, s3, s3_source, upload  # noqa: F401 (fixtures)
 
 from dl.kits.remote.retry import RemoteReadError
+from dl.kits.remote.store import STREAM_BLOCK_BYTES
 from dl.testing.fault_proxy import FaultProxy, Faults
 
 CUTS = Faults(truncate_every=1, reset_after_bytes=100_000, per_request=1)
@@ -65,3 +66,21 @@ def test_a_range_past_the_end_of_the_file_fails_naming_it(server, s3, hub, with_
     with pytest.raises(RemoteReadError, match=BLOB):
         source.fetch_into(BLOB, size - 10, size + 10, blocks.append)
     assert b"".join(blocks) == Path(with_blob, BLOB).read_bytes()[size - 10:]  # what exists, then the error
+
+
+@pytest.mark.parametrize("server", ["s3", "hub"])
+def test_ranges_ending_on_a_block_keep_their_connection(server, s3, hub, with_blob):  # noqa: F811
+    # a range of whole blocks hands on its last byte before the client has seen its response end; leaving the
+    # response there closed the connection (httpx), so every such range paid a new one: through a benchmark's
+    # proxy, the server's and the proxy's threads, and on the real Hub a TLS handshake
+    expected = Path(with_blob, BLOB).read_bytes()
+    target = s3.endpoint_url if server == "s3" else hub.endpoint
+    with FaultProxy(target) as proxy:
+        source = _source(server, s3, hub, with_blob, proxy.endpoint_url)
+        source.fetch_into(BLOB, 0, 10, lambda block: None)  # the connection every range below can reuse
+        opened = proxy.connections
+        for start in range(0, 4 * STREAM_BLOCK_BYTES, STREAM_BLOCK_BYTES):
+            blocks = []
+            source.fetch_into(BLOB, start, start + STREAM_BLOCK_BYTES, blocks.append)
+            assert b"".join(blocks) == expected[start:start + STREAM_BLOCK_BYTES]
+        assert proxy.connections == opened

@@ -14,7 +14,7 @@ import os
 import posixpath
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from typing import TYPE_CHECKING
 
 from ...contracts.errors import DlError
@@ -170,7 +170,9 @@ class RemoteStore(Source):
                     except Exception as exc:  # the caller's own failure (a full disk): never retried
                         raise _WriteFailed() from exc
                     at += len(block)
-                    if at == end:
+                    if at == end:  # let the response end, so that its connection is kept alive (httpx hands on
+                        with suppress(Exception):  # a last whole block before its end); every byte is in already
+                            next(blocks, None)
                         return
             raise self._short(rel, start, end, at - start)
 
