@@ -170,8 +170,10 @@ class RemoteStore(Source):
                     except Exception as exc:  # the caller's own failure (a full disk): never retried
                         raise _WriteFailed() from exc
                     at += len(block)
-                    if at == end:  # let the response end, so that its connection is kept alive (httpx hands on
-                        with suppress(Exception):  # a last whole block before its end); every byte is in already
+                    if at == end:
+                        # let the response end, so that its connection is kept alive: httpx hands on a last whole
+                        # block before reading the response's end; every byte is in, so an error there is moot
+                        with suppress(Exception):
                             next(blocks, None)
                         return
             raise self._short(rel, start, end, at - start)
