@@ -16,6 +16,7 @@ from dl.contracts.errors import DlError, ResumeError
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.plugins.pool.chunk_pool import ChunkPool
 from dl.plugins.pool.episode_pool import EpisodePool
+from dl.plugins.pool.partition import partition_episodes
 from dl.testing.synthetic import read_frame_code
 
 FRAME = 96 * 128 * 3  # bytes of one decoded frame of pool_helpers.VIDEO
@@ -157,6 +158,57 @@ def test_auto_chunk_frames_fit_a_chunk_per_open_episode(video_root, pool_size, b
     assert (ds.order.chunk_frames, ds.order.open_chunks) == (chunk_frames, open_chunks)
     assert ds.stats(0, 4)["decode_chunk_frames"] == chunk_frames
     assert sorted(int(s["index"]) for s in ds) == every_index(ds)
+
+
+def owned_by_a_worker_of_two(ds):
+    """The most episodes one of 2 DataLoader workers owns in epoch 0."""
+    return max(len(p) for p in partition_episodes(ds.lengths, 2, ds.config.seed, 0))
+
+
+def test_auto_chunk_frames_fit_the_episodes_a_worker_opens(video_root):
+    """The budget holds a 4-frame chunk (a GOP of pool_helpers.VIDEO) for each episode one of 2 workers owns, but
+    not for each of the 5 episodes one process opens alone: "auto" picks GOP-long chunks once the DataLoader's
+    workers are known, shorter ones without workers, and a given length never changes."""
+    ds = pool(video_root, episode_pool_size=5)
+    budget = owned_by_a_worker_of_two(ds) * 4 * FRAME
+    ds = pool(video_root, episode_pool_size=5, decode_budget=budget)
+    alone = ds.order.chunk_frames
+    assert alone < 4
+    loader = dl.make_dataloader(ds, batch_size=3, num_workers=2)
+    assert (ds.order.chunk_frames, ds.order.open_chunks) == (4, budget // (4 * FRAME))
+    batches = list(loader)
+    assert sorted(i for b in batches for i in b["index"].tolist()) == every_index(ds)
+    assert all(read_frame_code(f) == (i, 0) for b in batches for i, f in zip(b["index"].tolist(), b[CAM0],
+                                                                                 strict=True))
+    assert ds.stats(2, 3)["decode_chunk_frames"] == 4
+    dl.make_dataloader(ds, batch_size=3, num_workers=0)
+    assert ds.order.chunk_frames == alone
+    given = pool(video_root, episode_pool_size=5, decode_budget=budget, decode_chunk_frames=3)
+    dl.make_dataloader(given, batch_size=3, num_workers=2)
+    assert given.order.chunk_frames == 3
+
+
+def test_a_resume_in_other_workers_keeps_the_saved_auto_chunks(video_root):
+    """A state saved with 2 workers (4-frame "auto" chunks) resumes without workers (where "auto" alone picks
+    shorter ones) in the saved chunks: the replay of the saved shape needs them; every frame comes once."""
+    budget = owned_by_a_worker_of_two(pool(video_root, episode_pool_size=5)) * 4 * FRAME
+    saved = dl.make_dataloader(pool(video_root, episode_pool_size=5, decode_budget=budget, seed=1), batch_size=3,
+                               num_workers=2)
+    batches = iter(saved)
+    head = [i for _ in range(3) for i in next(batches)["index"].tolist()]
+    state = saved.state_dict()
+    del batches
+    assert state["invariants"]["decode_chunk_frames"] == 4
+    resumed = dl.make_dataloader(pool(video_root, episode_pool_size=5, decode_budget=budget, seed=1), batch_size=3)
+    assert resumed.dataset.order.chunk_frames < 4
+    resumed.load_state_dict(state)
+    assert resumed.dataset.order.chunk_frames == 4
+    tail = [i for b in resumed for i in b["index"].tolist()]
+    assert sorted(head + tail) == every_index(resumed.dataset)
+    fixed = dl.make_dataloader(pool(video_root, episode_pool_size=5, decode_budget=budget, seed=1,
+                                    decode_chunk_frames=2), batch_size=3)
+    with pytest.raises(ResumeError, match="decode_chunk_frames: saved 4, now 2"):
+        fixed.load_state_dict(state)
 
 
 def test_default_budget_decodes_in_chunks(video_root):

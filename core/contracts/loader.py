@@ -113,6 +113,24 @@ class OpensFiles(Protocol):
 
 
 @runtime_checkable
+class FitsWorkers(Protocol):
+    """A loader that sizes part of its order for the consumers that read it (the `pool` loader's "auto" chunk
+    length: a chunk open for every episode one consumer opens, and a consumer is a rank's DataLoader worker).
+    `dl.dataloader.build.build_dataloader` calls `fit_workers` before it makes the DataLoader, so the workers
+    start with the fitted order; a DataLoader built elsewhere leaves the loader sized for one worker per rank.
+    What the fit chose is part of the loader's resume invariants, so `dl.ResumableDataLoader.load_state_dict`
+    hands the saved invariants to `keep_invariants` first: a resume in another number of workers keeps the
+    order the state was saved in (its replay of earlier shapes needs it)."""
+
+    def fit_workers(self, num_workers: int) -> None:
+        """Size the order for `num_workers` DataLoader workers per rank (0: the rank's own process)."""
+
+    def keep_invariants(self, saved: dict) -> None:
+        """Take back what a fit chose from `saved` (`Resumable.resume_invariants` of a saved state), when it is
+        compatible with this loader's options; anything else is left for the invariant check to refuse."""
+
+
+@runtime_checkable
 class DefersFloat(Protocol):
     """A loader that can give uint8 camera frames although it was asked for float32, so that the DataLoader's
     collate (`dl.dataloader.build.build_dataloader`, `dl.dataloader.frames.stack_frames`) converts them while it

@@ -15,7 +15,7 @@ from typing import Any
 import torch.utils.data
 
 from ..contracts.errors import DlError
-from ..contracts.loader import Composite, DefersFloat, Loader, Resumable
+from ..contracts.loader import Composite, DefersFloat, FitsWorkers, Loader, Resumable
 from ..contracts.needs import DataLoaderNeeds, merge_needs, qualified_name
 from .dataloaders import DlDataLoader, ResumableDataLoader
 from .frame_buffers import FrameBufferReturns
@@ -116,6 +116,9 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
             multiprocessing queue): that process's reads are not references here.
         **overrides: other DataLoader arguments; one that contradicts a plugin's need raises.
 
+    A loader that sizes its order for its workers (`dl.contracts.loader.FitsWorkers`: the `pool` loader's "auto"
+    chunk length) is fitted to `num_workers` first: the last DataLoader built over a loader sets its order.
+
     Returns:
         A `dl.ResumableDataLoader` when the loader is `dl.contracts.loader.Resumable`, else a `DlDataLoader` (a torch
         DataLoader).
@@ -133,6 +136,8 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
         raise DlError("in_order=False lets the DataLoader hand out batches as workers finish them, but a resumable "
                       "loader's state counts batches in order (dl.dataloader.resume): a resume would repeat or skip "
                       "samples. Leave in_order at True.")
+    if isinstance(loader, FitsWorkers):
+        loader.fit_workers(num_workers)
     needs = loader_needs(loader)
     given = {f.name: overrides.pop(f.name) for f in dataclasses.fields(DataLoaderNeeds) if f.name in overrides}
     needs = merge_needs({"the caller": DataLoaderNeeds(**given), "the plugins": needs})

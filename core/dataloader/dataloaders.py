@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import torch.utils.data
 
 from ..contracts.errors import ResumeError
+from ..contracts.loader import FitsWorkers
 from .elastic import position_from_state
 from .private_torch import drop_iterator
 
@@ -102,7 +103,10 @@ class ResumableDataLoader(DlDataLoader):
         """Resume from `state_dict()` output (of this or any rank, of this or another shape) or from
         `dl.dataloader.elastic.merge_states` of every rank's."""
         state = _upgrade(state, self._shape())
-        saved, now = state.get("invariants", {}), self._invariants()
+        saved = state.get("invariants", {})
+        if isinstance(self.dataset, FitsWorkers):  # what a fit to the saved shape chose, e.g. the chunk length
+            self.dataset.keep_invariants(saved)
+        now = self._invariants()
         changed = sorted(k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k))
         if changed:
             diffs = "; ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)

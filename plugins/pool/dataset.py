@@ -91,8 +91,10 @@ class PoolDataset(torch.utils.data.IterableDataset):
             warning). More budget: more open chunks, batches from more episodes (a better shuffle).
         decode_chunk_frames: consecutive frames per chunk (each chunk costs one seek), best a multiple of the
             videos' GOP (`dl diagnose` shows it; LeRobot encodes with GOP 2); "auto": the longest chunk, up to
-            `MAX_AUTO_CHUNK_FRAMES`, that lets the budget keep a chunk open for every open episode (min(pool size,
-            episodes)), so batches mix as many episodes as without chunks (measured on a 2-camera 640x480 AV1
+            `MAX_AUTO_CHUNK_FRAMES`, that lets the budget keep a chunk open for every episode a consumer opens
+            (min(pool size, the most episodes a consumer owns in epoch 0), the consumers being world size x
+            DataLoader workers: `dl.make_dataloader` tells the loader its workers, `fit_workers`; one per rank
+            otherwise), so batches mix as many episodes as without chunks (measured on a 2-camera 640x480 AV1
             GOP-2 dataset, 256M: fixed 12-frame chunks gave 8 open chunks for 20 episodes per worker and 0.81 of
             the shuffle ceiling; "auto" chose 4 frames and gave 1.00 at the same speed), rounded down to a
             multiple of the GOP where the first episode's videos keep one from their first frame (read from
@@ -129,19 +131,21 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self._nonfinite_seen = False  # NaN/inf warned about in this process
         if not meta.source.is_local:  # a remote source indexes the files and plans the byte ranges, on the host
             meta.source.prepare([span for ep in self.episodes for span in meta.file_spans(ep)])
-        self.order = self._order(decode_chunk_frames)
+        self.chunk_option, self._kept = decode_chunk_frames, False
+        self.order = self._order(decode_chunk_frames, self.world_size)
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",
                                         "frames_decoded", "decode_buffer_bytes_peak"))
         self.epoch = 0
         self._resume: ResumePosition | None = None  # for self.epoch
 
-    def _order(self, chunk_frames: int | str) -> PoolOrder:
-        """The emission order's configuration: the chunk length ("auto": see the class) and the chunks open at once
-        from the budget (0: per-sample decode)."""
+    def _order(self, chunk_frames: int | str, consumers: int) -> PoolOrder:
+        """The emission order's configuration for `consumers` (world size x DataLoader workers): the chunk length
+        ("auto": see the class) and the chunks open at once from the budget (0: per-sample decode)."""
         if not self.decode_budget or not self.meta.video_keys:
             return PoolOrder(self.pool_size)
         if chunk_frames == "auto":
-            open_episodes = min(self.pool_size, len(self.episodes))
+            owned = max(len(p) for p in partition_episodes(self.lengths, consumers, self.config.seed, 0))
+            open_episodes = max(1, min(self.pool_size, owned))
             fitting = self.decode_budget // (open_episodes * chunk_bytes(self.meta, 1, self.builder.deltas))
             chunk_frames = auto_chunk_frames(fitting, episode_gop(self.meta, self.episodes[0]))
         per_chunk = chunk_bytes(self.meta, chunk_frames, self.builder.deltas)
@@ -152,6 +156,22 @@ class PoolDataset(torch.utils.data.IterableDataset):
                  "or lower decode_chunk_frames to decode in order.")
             return PoolOrder(self.pool_size)
         return PoolOrder(self.pool_size, chunk_frames, self.decode_budget // per_chunk)
+
+    def fit_workers(self, num_workers: int) -> None:
+        """Size "auto" chunks for the episodes a consumer of `num_workers` DataLoader workers per rank opens
+        (`dl.contracts.loader.FitsWorkers`; `dl.dataloader.build.build_dataloader` calls it). Nothing changes with
+        a chunk length given, or once a resume kept a saved one (`keep_invariants`)."""
+        if self.chunk_option == "auto" and not self._kept:
+            self.order = self._order("auto", self.world_size * max(num_workers, 1))
+
+    def keep_invariants(self, saved: dict) -> None:
+        """With "auto" chunks, take the chunk length a saved state was read with (`resume_invariants`), so a resume
+        in another number of workers replays and continues in the saved order; kept from then on."""
+        chunk_frames = saved.get("decode_chunk_frames")
+        if self.chunk_option != "auto" or not self.order.open_chunks:
+            return
+        if isinstance(chunk_frames, int) and chunk_frames > 0:
+            self.order, self._kept = self._order(chunk_frames, self.world_size), True
 
     def open_files_wanted(self) -> tuple[int, str]:
         """The video files a consumer reads in turn: its open episodes x cameras (`dl.contracts.loader.OpensFiles`;
