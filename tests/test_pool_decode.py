@@ -14,8 +14,10 @@ from pool_helpers import CAM0, FPS, consume, every_index, pool
 import dl
 from dl.contracts.errors import DlError, ResumeError
 from dl.dataloader.shuffle import ideal_distinct_fraction
+from dl.plugins.pool import dataset as pool_dataset
 from dl.plugins.pool.chunk_pool import ChunkPool
 from dl.plugins.pool.episode_pool import EpisodePool
+from dl.plugins.pool.gop import episode_gop
 from dl.plugins.pool.partition import partition_episodes
 from dl.testing.synthetic import read_frame_code
 
@@ -165,12 +167,19 @@ def owned_by_a_worker_of_two(ds):
     return max(len(p) for p in partition_episodes(ds.lengths, 2, ds.config.seed, 0))
 
 
-def test_auto_chunk_frames_fit_the_episodes_a_worker_opens(video_root):
-    """The budget holds a 4-frame chunk (a GOP of pool_helpers.VIDEO) for each episode one of 2 workers owns, but
-    not for each of the 5 episodes one process opens alone: "auto" picks GOP-long chunks once the DataLoader's
-    workers are known, shorter ones without workers, and a given length never changes."""
+def test_auto_chunk_frames_fit_the_episodes_a_worker_opens(video_root, monkeypatch):
+    """The budget holds a 4-frame chunk for each episode one of 2 workers owns, but not for each of the 5 episodes
+    one process opens alone: "auto" picks 4-frame chunks once the DataLoader's workers are known, shorter ones
+    without workers, and a given length never changes. The videos' keyframe grid is read once."""
     ds = pool(video_root, episode_pool_size=5)
     budget = owned_by_a_worker_of_two(ds) * 4 * FRAME
+    grids = []
+
+    def counted(meta, episode):
+        grids.append(episode_gop(meta, episode))
+        return grids[-1]
+
+    monkeypatch.setattr(pool_dataset, "episode_gop", counted)
     ds = pool(video_root, episode_pool_size=5, decode_budget=budget)
     alone = ds.order.chunk_frames
     assert alone < 4
@@ -182,7 +191,7 @@ def test_auto_chunk_frames_fit_the_episodes_a_worker_opens(video_root):
                                                                                  strict=True))
     assert ds.stats(2, 3)["decode_chunk_frames"] == 4
     dl.make_dataloader(ds, batch_size=3, num_workers=0)
-    assert ds.order.chunk_frames == alone
+    assert ds.order.chunk_frames == alone and len(grids) == 1
     given = pool(video_root, episode_pool_size=5, decode_budget=budget, decode_chunk_frames=3)
     dl.make_dataloader(given, batch_size=3, num_workers=2)
     assert given.order.chunk_frames == 3

@@ -3,7 +3,7 @@ decode of open chunks under a byte budget, exact and elastic resume and rank/wor
 
 import time
 from dataclasses import replace
-from functools import partial
+from functools import cached_property, partial
 
 import numpy as np
 import torch.utils.data
@@ -147,7 +147,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
             owned = max(len(p) for p in partition_episodes(self.lengths, consumers, self.config.seed, 0))
             open_episodes = max(1, min(self.pool_size, owned))
             fitting = self.decode_budget // (open_episodes * chunk_bytes(self.meta, 1, self.builder.deltas))
-            chunk_frames = auto_chunk_frames(fitting, episode_gop(self.meta, self.episodes[0]))
+            chunk_frames = auto_chunk_frames(fitting, self._gop)
         per_chunk = chunk_bytes(self.meta, chunk_frames, self.builder.deltas)
         if self.decode_budget < per_chunk:
             warn(f"pool loader: decode_budget {format_bytes(self.decode_budget)}B holds no chunk of "
@@ -156,6 +156,12 @@ class PoolDataset(torch.utils.data.IterableDataset):
                  "or lower decode_chunk_frames to decode in order.")
             return PoolOrder(self.pool_size)
         return PoolOrder(self.pool_size, chunk_frames, self.decode_budget // per_chunk)
+
+    @cached_property
+    def _gop(self) -> int | None:
+        """The first episode's keyframe grid (`gop.episode_gop`: a few ranged reads of its MP4 index), read once
+        for every fit."""
+        return episode_gop(self.meta, self.episodes[0])
 
     def fit_workers(self, num_workers: int) -> None:
         """Size "auto" chunks for the episodes a consumer of `num_workers` DataLoader workers per rank opens
