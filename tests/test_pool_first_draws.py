@@ -1,5 +1,6 @@
-"""A prefetching source hears of a consumer's open episodes in the order the pool first draws them
-(`dl.plugins.pool.first_draws`): read ahead on a copy of the pool, which leaves the pool's own order untouched."""
+"""A prefetching source hears of a consumer's open episodes in the order the pool first draws them, and of its
+chunks ranked in the order they are first drawn (`dl.plugins.pool.first_draws`): read ahead on a copy of the pool,
+which leaves the pool's own order untouched."""
 
 import numpy as np
 import pytest
@@ -10,7 +11,8 @@ from pool_helpers import TABULAR, VIDEO, every_index
 import dl
 from dl.plugins.pool.chunk_pool import ChunkPool
 from dl.plugins.pool.episode_pool import EpisodePool
-from dl.plugins.pool.first_draws import DRAWS_PER_EPISODE, first_draw_order
+from dl.plugins.pool import first_draws
+from dl.plugins.pool.first_draws import AHEAD_DRAWS, DRAWS_PER_EPISODE, read_ahead
 
 
 def _pools(kind: str, lengths: list[int], pool_size: int, chunk_frames: int, open_chunks: int, seed: int,
@@ -37,14 +39,37 @@ def test_the_order_is_that_of_first_emissions_and_the_pool_is_left_as_it_was(kin
     for _ in range(min(skip, sum(lengths) - 1)):  # anywhere in the epoch (a resumed consumer fast-forwards)
         next(looked), next(plain)
     waiting = looked.open_episodes()
-    order = first_draw_order(looked)
-    assert sorted(order) == sorted(waiting)
+    ahead = read_ahead(looked)
+    assert sorted(ahead.episodes) == sorted(waiting)
 
-    emitted = [(e, row) for e, row, _ in looked]
-    assert emitted == [(e, row) for e, row, _ in plain]  # looking ahead drew nothing from the pool's RNG
-    horizon = [e for e, _ in emitted[:DRAWS_PER_EPISODE * len(waiting)]]
-    firsts = [e for i, e in enumerate(horizon) if e in waiting and e not in horizon[:i]]
-    assert order == firsts + [e for e in waiting if e not in firsts]
+    emitted = [(e, row, getattr(looked, "chunk", None)) for e, row, _ in looked]
+    assert [(e, row) for e, row, _ in emitted] == [(e, row) for e, row, _ in plain]  # the pool's RNG is untouched
+    horizon = emitted[:max(AHEAD_DRAWS, DRAWS_PER_EPISODE * len(waiting))]  # the whole epoch here
+    episodes = [e for e, _, _ in horizon]
+    firsts = [e for i, e in enumerate(episodes) if e in waiting and e not in episodes[:i]]
+    assert ahead.episodes == firsts + [e for e in waiting if e not in firsts]
+    chunks = list(dict.fromkeys(chunk.key for _, _, chunk in horizon)) if kind == "chunks" else []
+    assert ahead.chunks == {key: i for i, key in enumerate(chunks)}  # every chunk, in the order it is first drawn
+
+
+def test_chunks_past_the_horizon_rank_after_those_read_ahead_in_their_episode_order(monkeypatch):
+    monkeypatch.setattr(first_draws, "AHEAD_DRAWS", 10)
+    monkeypatch.setattr(first_draws, "DRAWS_PER_EPISODE", 1)
+    pool, _ = _pools("chunks", [40, 25, 33], pool_size=3, chunk_frames=4, open_chunks=2, seed=7, elastic=False)
+    ahead = first_draws.read_ahead(pool)
+    seen = len(ahead.chunks)
+    assert 2 <= seen <= 10  # the open chunks and those opened within 10 draws
+    for e in pool.open_episodes():
+        order = pool.read_order(e)
+        ranked = ahead.ranked(e, order, chunk_frames=4)
+        assert [(first, last) for first, last, _ in ranked] == [(first, last) for first, last, _ in order]
+        for (first, _, rank), (_, _, was) in zip(ranked, order):
+            if was == 0:
+                assert rank == 0  # the open chunk stays first
+            elif (e, first // 4) in ahead.chunks:
+                assert rank == 1 + ahead.chunks[e, first // 4]
+            else:
+                assert rank == 1 + seen + was
 
 
 @pytest.fixture
@@ -95,3 +120,28 @@ def test_with_chunks_the_first_episodes_told_are_those_drawn_first(remote_copy):
                                  seed=5)
     assert len(told) == 3 and told == seen[:3]
     assert sorted(int(s["index"]) for s in ds) == every_index(ds)  # and the epoch is whole, each frame once
+
+
+def test_the_source_hears_the_chunks_ranked_in_the_order_they_are_first_drawn(remote_copy):
+    """Episodes of 10-30 frames, 3 open of 5 (two admitted later): ranked by their number in their episode, a long
+    episode's chunks would wait behind a short one's; the ranks give the draw order of every chunk but the open
+    ones (rank 0), later admissions included."""
+    url = remote_copy("ranks", VIDEO)
+    ds = dl.make_dataset(url, source="bucket", loader="pool", seed=11,
+                         loader_options={"episode_pool_size": 3, "decode_chunk_frames": 4})
+    told, admit = {}, ds.meta.source.admit
+    fps = ds.meta.fps
+
+    def hear(key, files):
+        for span in files:
+            for start, _, rank in span.reads:
+                told[key, round((start - span.from_timestamp) * fps) // 4] = rank
+        admit(key, files)
+
+    ds.meta.source.admit = hear
+    drawn = list(dict.fromkeys((int(s["episode_index"]), int(s["frame_index"]) // 4) for s in ds))
+    later = [chunk for chunk in drawn if told[chunk] > 0]
+    assert len(told) == len(drawn) and len(later) > len(drawn) // 2
+    assert sorted(later, key=told.get) == later
+    assert len({told[chunk] for chunk in later}) == len(later)  # no ties
+

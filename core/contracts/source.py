@@ -35,8 +35,8 @@ class FileSpan:
     meta/episodes gives them) or `episode` (a data file's rows of that episode_index).
 
     `reads` says in which order a loader reads a video span, when it knows: `(start, end, rank)`, each a read
-    of the frames shown in `[start, end)` seconds on the video's timeline (e.g. the pool's first chunks of
-    frames, opened in an order it draws at admission); a source that prefetches fetches the bytes of rank 0
+    of the frames shown in `[start, end)` seconds on the video's timeline (e.g. the pool's chunks of frames,
+    ranked in the order it will first draw them); a source that prefetches fetches the bytes of rank 0
     reads (of every admitted episode) before those of rank 1, and so on, and the bytes no read names last.
     Empty: read from the span's start."""
 

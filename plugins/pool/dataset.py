@@ -27,7 +27,7 @@ from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
 from .episode_pool import EpisodePool
-from .first_draws import first_draw_order
+from .first_draws import ReadAhead, read_ahead
 from .gop import episode_gop
 from .partition import DEALING, partition_episodes
 from .segments import SegmentPlan, current_plan
@@ -285,10 +285,11 @@ class PoolDataset(torch.utils.data.IterableDataset):
             next(pool)
         if skip or plan.index:
             self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0 + replay_s) * 1e6))
-        admit = partial(self._admit, pool)
-        # the pool as it stands: announce what it reads (to a prefetching source, which downloads in the order it
-        # hears, first drawn first)
-        for e in pool.open_episodes() if self.meta.source.is_local else first_draw_order(pool):
+        # the pool as it stands: announce what it reads (to a prefetching source, which downloads by rank, ties in
+        # the order it hears: first drawn first)
+        ahead = None if self.meta.source.is_local else read_ahead(pool)
+        admit = partial(self._admit, pool, ahead)
+        for e in pool.open_episodes() if ahead is None else ahead.episodes:
             admit(e)
         pool.on_admit = admit
         if isinstance(pool, ChunkPool):
@@ -322,12 +323,14 @@ class PoolDataset(torch.utils.data.IterableDataset):
             for e in pool.open_episodes():
                 self.meta.source.release(int(self.episodes.index[e]))
 
-    def _admit(self, pool: EpisodePool | ChunkPool, e: int) -> None:
+    def _admit(self, pool: EpisodePool | ChunkPool, ahead: ReadAhead | None, e: int) -> None:
         """Tell the source episode `e` (position) is open, with the order its chunks will be decoded in (their
-        frames' times, `FileSpan.reads`), so a prefetching source fetches every open episode's first chunk
-        first."""
+        frames' times, `FileSpan.reads`; ranked by their first draw among all chunks when read `ahead`), so a
+        prefetching source fetches every open episode's open chunk first, then the others as they will be read."""
         ep = self.episodes[e]
         order = pool.read_order(e) if isinstance(pool, ChunkPool) else []
+        if ahead is not None and order:
+            order = ahead.ranked(e, order, pool.chunk_frames)
         self.meta.source.admit(ep.index, self._with_reads(ep, order))
 
     def _with_reads(self, ep: EpisodeMeta, order: list[tuple[int, int, int]]) -> list[FileSpan]:
