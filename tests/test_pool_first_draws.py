@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from pool_helpers import TABULAR, VIDEO, every_index
 
 import dl
+from dl.plugins.pool import first_draws
 from dl.plugins.pool.chunk_pool import ChunkPool
 from dl.plugins.pool.episode_pool import EpisodePool
-from dl.plugins.pool import first_draws
 from dl.plugins.pool.first_draws import AHEAD_DRAWS, DRAWS_PER_EPISODE, read_ahead
 
 
@@ -63,7 +63,7 @@ def test_chunks_past_the_horizon_rank_after_those_read_ahead_in_their_episode_or
         order = pool.read_order(e)
         ranked = ahead.ranked(e, order, chunk_frames=4)
         assert [(first, last) for first, last, _ in ranked] == [(first, last) for first, last, _ in order]
-        for (first, _, rank), (_, _, was) in zip(ranked, order):
+        for (first, _, rank), (_, _, was) in zip(ranked, order, strict=True):
             if was == 0:
                 assert rank == 0  # the open chunk stays first
             elif (e, first // 4) in ahead.chunks:
@@ -144,4 +144,3 @@ def test_the_source_hears_the_chunks_ranked_in_the_order_they_are_first_drawn(re
     assert len(told) == len(drawn) and len(later) > len(drawn) // 2
     assert sorted(later, key=told.get) == later
     assert len({told[chunk] for chunk in later}) == len(later)  # no ties
-
