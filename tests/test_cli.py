@@ -20,7 +20,9 @@ from cli_helpers import (
 
 import dl.bench.runner
 from dl.bench.default_dataset import DATASET_TAG
-from dl.bench.runner import RunFailed, run_benchmark
+from dl.bench.phase import RunFailed
+from dl.bench.runner import run_benchmark
+from dl.bench.single_process import single_process
 from dl.bench.spec import RunSpec
 from dl.contracts.needs import DataLoaderNeeds
 from dl.testing.broken_cases import corrupt_payload
@@ -332,7 +334,7 @@ def test_the_window_starts_at_the_same_epoch_however_long_the_timed_pass_ran(dat
     dataset = dl.make_dataset(str(dataset_factory(episodes=3, frames_per_episode=(4, 4), cameras=0)), loader=loader)
     start = dataset.epoch
     spec = RunSpec(root="unused", num_workers=0, duration=4.0, warmup_batches=0, single_proc_samples=40)
-    single = dl.bench.runner._single_process(dataset, _NoDecode(), spec, lambda *a: None)
+    single = single_process(dataset, _NoDecode(), spec, lambda *a: None)
     assert single["single_proc_samples"] >= 40 > 3 * 4  # more samples than an epoch has frames: it rolled over
     assert dataset.epoch == start + 1
 

@@ -4,7 +4,8 @@
   `scenarios` and `modes`: presets and the `delta_timestamps` of each mode; `resources`: what a run
   asks of a cluster.
 - `session`: the host side: plan runs, submit them to a scheduler, follow them, merge ranks, write results.
-- `runner`: one run in its own process (`python -m dl.bench.runner SPEC RESULT`).
+- `runner`: one run in its own process (`python -m dl.bench.runner SPEC RESULT`), in phases: `single_process`
+  (the pass without workers) and `window` (the DataLoader's steady window), which report through `phase`.
 - `metrics`, `memory`, `timed_decoder`, `timeline`: what a run measures; `results`: result files and the
   merge of a multi-rank run; `progress`: progress bars; `default_dataset`: the embedded dataset;
   `loopback`: serving a local folder on loopback for the remote-source scenarios.

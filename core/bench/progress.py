@@ -1,4 +1,4 @@
-"""Progress of one benchmark run, driven by `dl.bench.runner.Progress` callbacks: live bars on a terminal,
+"""Progress of one benchmark run, driven by `dl.bench.phase.Progress` callbacks: live bars on a terminal,
 plain lines otherwise (a CI log, a pipe, a SLURM output file), so progress shows as it happens."""
 
 import time

@@ -1,11 +1,11 @@
-"""One benchmark run, in this process: build the plugins a RunSpec names, time a single-process pass,
-then iterate a DataLoader over a steady-state window, and return the result dict.
+"""One benchmark run, in this process: build the plugins a RunSpec names, measure the decode ceiling, time a
+single-process pass (`single_process`), iterate a DataLoader over a steady-state window (`window`), probe a resume,
+and return the result dict.
 
 Run as `python -m dl.bench.runner SPEC.json RESULT.json` by schedulers, so every run gets a fresh process.
 """
 
 import datetime
-import itertools
 import json
 import logging
 import os
@@ -13,7 +13,6 @@ import platform
 import sys
 import threading
 import time
-from collections.abc import Callable
 from contextlib import contextmanager
 from importlib.metadata import version
 
@@ -21,46 +20,29 @@ import numpy as np
 import psutil
 import torch
 import torch.distributed
-import torch.utils.data
 
 from ..contracts.config import LoaderConfig
 from ..contracts.errors import DlError, describe
 from ..contracts.loader import ReportsStats, Resumable
-from ..dataloader.build import build_dataloader, camera_keys, quiet_fd_sharing
-from ..dataloader.shuffle import distinct_episode_fraction, ideal_distinct_fraction
+from ..dataloader.build import quiet_fd_sharing
+from ..dataloader.shuffle import ideal_distinct_fraction
 from ..dataloader.world import resolve_ranks
 from ..format.episodes import episode_lengths
 from ..host.assembly import Assembly, build_loader, open_dataset
 from .ceiling import ceiling_shares
 from .ceiling_workers import decode_ceiling
 from .memory import PeakRssMonitor, tree_pss_bytes
-from .metrics import sample_latency_ms
 from .mixture_run import MixtureAssembly, build_mixture
 from .modes import mode_delta_timestamps
+from .phase import Progress, no_progress
 from .signals import Terminated, stop_once_on_signals
+from .single_process import single_process
 from .spec import RunSpec
-from .steady import SteadyTimer, block_rates, spread_pct
 from .timed_decoder import TimedDecoder
-from .timeline import EpisodesSeen, Timeline
-
-WINDOW_BLOCK_S = 1.0
-"""The steady window's blocks, whose samples/s give `samples_per_s_spread_pct`."""
-
-Progress = Callable[[str, float, float], None]
-"""`progress(phase, done, total)`: called as the run advances (phase names: "prepare", "decode ceiling",
-"single-process", "warm-up", "steady window"; and, beside them, "download MB" with no total while a remote
-source fetches)."""
+from .window import dataloader_for, steady_window
 
 
-class RunFailed(DlError):
-    """The run produced no samples or its loader raised; the message says which phase."""
-
-
-def _noop(phase: str, done: float, total: float) -> None:
-    pass
-
-
-def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
+def run_benchmark(spec: RunSpec, progress: Progress = no_progress) -> dict:
     """Measure one configuration. Returns the result dict (see docs/benchmark.md for every field).
 
     Raises:
@@ -78,13 +60,13 @@ def run_benchmark(spec: RunSpec, progress: Progress = _noop) -> dict:
             ceiling = decode_ceiling(built.meta, decoder.inner, dataset.episodes[:64],
                                      min(spec.ceiling_s, spec.duration / 2), spec.num_workers)
             progress("decode ceiling", 1, 1)
-            single = _single_process(dataset, decoder, spec, progress)
+            single = single_process(dataset, decoder, spec, progress)
             decoder.cache.clear()  # workers must not inherit (and never use) the main process's decoders
             decoder.cache.reset_stats()
             for counted in (dataset, built.source):
                 if isinstance(counted, ReportsStats):
                     counted.reset_stats()
-            window = _window(dataset, spec, progress)
+            window = steady_window(dataset, spec, progress)
         pss = tree_pss_bytes(psutil.Process())  # while workers are still alive
         loader = window.pop("loader")
         dataloader_facts = loader.facts()
@@ -147,70 +129,6 @@ def _decodes_in_order(loader_stats: dict) -> bool:
     return bool((loader_stats.get("loader_stats") or {}).get("decode_open_chunks"))
 
 
-def _single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) -> dict:
-    """Steady-state samples/s in this process, no workers, unbatched (`dl.bench.steady.SteadyTimer`): after
-    `single_proc_warmup_s` of untimed samples (imports, decoder opens, the first reads and page faults are
-    start-up costs; at most a quarter of the window), at least `single_proc_s` seconds (at most half the window)
-    and `single_proc_samples` samples timed, the rate with the spread of its half-second blocks, and the split of
-    the time into decode and the rest. Epochs roll over if the pass outlasts one; afterwards the loader is set to
-    the epoch after the pass's first, so every rank starts its window at the same epoch however many epochs its
-    timed pass rolled over (ranks deal each epoch's episodes among themselves)."""
-    if not isinstance(dataset, torch.utils.data.IterableDataset) and len(dataset) == 0:
-        raise RunFailed("the loader holds 0 samples; check --episodes and the dataset.")
-    first_epoch = getattr(dataset, "epoch", None)
-    try:
-        return _timed_single_process(dataset, decoder, spec, progress)
-    finally:
-        if first_epoch is not None and hasattr(dataset, "set_epoch"):
-            dataset.set_epoch(first_epoch + 1)
-
-
-def _timed_single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) -> dict:
-    warmup_s, seconds = min(spec.single_proc_warmup_s, spec.duration / 4), min(spec.single_proc_s, spec.duration / 2)
-    timer = SteadyTimer(warmup_s, seconds, spec.single_proc_samples, limit_s=warmup_s + spec.duration,
-                        on_start=lambda: setattr(decoder, "decode_s", 0.0))
-    loader = build_dataloader(dataset, batch_size=None, num_workers=0, seed=spec.seed)
-    try:
-        for epoch in itertools.count():  # epochs roll over if the pass outlasts one
-            count = 0
-            for _ in loader:
-                count += 1
-                done = timer.tick()
-                progress("single-process", min(timer.measured_s, timer.seconds), timer.seconds)
-                if done:
-                    break
-            else:
-                if count == 0:
-                    raise RunFailed(f"the loader yielded 0 samples in epoch {epoch} of the single-process pass; "
-                                    "check --episodes.")
-                continue
-            break
-    except DlError as exc:
-        exc.args = (describe(exc),)
-        raise
-    except Exception as exc:
-        raise RunFailed(f"single-process pass failed after {timer.samples} timed samples: {describe(exc)}") from exc
-    if timer.samples < 2:
-        raise RunFailed("the loader yielded too few samples in the single-process pass to time; check --episodes.")
-    total = timer.measured_s
-    decode = min(decoder.decode_s, total)
-    rates = timer.block_rates()
-    return {
-        "single_proc_samples_per_s": round(timer.samples / total, 2),
-        "single_proc_spread_pct": spread_pct(rates),
-        "single_proc_samples": timer.samples,
-        "single_proc_s": round(total, 3),
-        "fetch_pct": round(100 * (total - decode) / total, 1),
-        "decode_pct": round(100 * decode / total, 1),
-    }
-
-
-def _dataloader(dataset, spec: RunSpec):
-    extra = {"prefetch_factor": spec.prefetch_factor, "persistent_workers": True} if spec.num_workers else {}
-    return build_dataloader(dataset, batch_size=spec.batch_size, num_workers=spec.num_workers, seed=spec.seed,
-                            **extra)
-
-
 def _resume_probe(dataset, loader, spec: RunSpec) -> dict:
     """Resume a fresh loader from the window's end state: its first-batch latency (worker start and
     fast-forward included) and, from a loader that reports stats, its stats over the probe."""
@@ -218,7 +136,7 @@ def _resume_probe(dataset, loader, spec: RunSpec) -> dict:
     del loader
     if isinstance(dataset, ReportsStats):
         dataset.reset_stats()
-    probe = _dataloader(dataset, spec)
+    probe = dataloader_for(dataset, spec)
     probe.load_state_dict(state)
     t0 = time.perf_counter()
     next(iter(probe), None)
@@ -228,99 +146,12 @@ def _resume_probe(dataset, loader, spec: RunSpec) -> dict:
             **({"resume_loader_stats": stats} if stats is not None else {})}
 
 
-def _window(dataset, spec: RunSpec, progress: Progress) -> dict:
-    video_keys = camera_keys(dataset)
-    loader = _dataloader(dataset, spec)
-    warmup_s = min(spec.warmup_s, spec.duration / 4)
-    arrivals, sizes, fractions = [], [], []
-    samples = frames = batches = epochs = 0
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()  # ranks start their windows together
-    t_iter = time.perf_counter()
-    timeline, seen = Timeline(t_iter), EpisodesSeen()
-    first_batch_s = window_start = None
-    if spec.warmup_batches == 0 and warmup_s <= 0:
-        window_start = t_iter
-        timeline.mark_window(t_iter)
-    iterator = iter(loader)
-    while True:
-        try:
-            batch = next(iterator)
-        except StopIteration:
-            epochs += 1
-            if batches == 0:
-                raise RunFailed("the loader yielded 0 samples; check --episodes and the dataset.") from None
-            iterator = iter(loader)
-            continue
-        except DlError as exc:  # raised in a DataLoader worker: keep the worker's message, not its traceback
-            exc.args = (describe(exc),)
-            raise
-        except Exception as exc:
-            raise RunFailed(f"the DataLoader failed after {batches} batches: {describe(exc)}") from exc
-        now = time.perf_counter()
-        batches += 1
-        timeline.add(now, len(batch["index"]))
-        seen.add(epochs, _episode_ids(batch))
-        if first_batch_s is None:
-            first_batch_s = now - t_iter
-        if window_start is None:
-            progress("warm-up", min(now - t_iter, warmup_s), warmup_s)
-            if batches >= spec.warmup_batches and now - t_iter >= warmup_s:
-                window_start = now
-                timeline.mark_window(now)
-            continue
-        size = len(batch["index"])
-        arrivals.append(now)
-        sizes.append(size)
-        samples += size
-        frames += sum(_frames_in(batch[k]) for k in video_keys if k in batch)
-        if size == spec.batch_size:
-            fractions.append(distinct_episode_fraction(_episode_ids(batch).numpy()))
-        elapsed = now - window_start
-        progress("steady window", min(elapsed, spec.duration), spec.duration)
-        if elapsed >= spec.duration:
-            break
-    wall = arrivals[-1] - window_start if arrivals else 0.0
-    if samples == 0 or wall <= 0:
-        raise RunFailed(f"no samples arrived after the warm-up ({spec.warmup_batches} batches, {warmup_s:g} s); lower "
-                        "--warmup-batches or use a larger dataset.")
-    return {
-        "samples_per_s": round(samples / wall, 2),
-        "samples_per_s_spread_pct": spread_pct(block_rates(arrivals, sizes, window_start, arrivals[-1],
-                                                           WINDOW_BLOCK_S)),
-        "decoded_frames_per_s": round(frames / wall, 2),
-        "shuffle_randomness_frac": round(float(np.mean(fractions)), 4) if fractions else None,
-        "first_batch_latency_s": round(first_batch_s, 3),
-        **sample_latency_ms(arrivals, window_start, spec.batch_size),
-        "window_s": round(wall, 3),
-        "window_samples": samples,
-        "window_batches": len(arrivals),
-        "epochs_completed": epochs,
-        "throughput_timeline": timeline.to_dict(),
-        "episodes_by_epoch": seen.to_dict(),
-        "loader": loader,
-        "iterator": iterator,  # kept alive until memory is measured
-    }
-
-
-def _episode_ids(batch: dict) -> torch.Tensor:
-    """The episode of each sample; in a mixture's batch (`dataset_index`), member x 2**32 + episode_index."""
-    if "dataset_index" in batch:
-        return batch["dataset_index"] * 2**32 + batch["episode_index"]
-    return batch["episode_index"]
-
-
 def _episode_weights(built) -> np.ndarray:
     """Each episode's chance of a sample: its frames, or in a mixture its share of its member's frames x the member's
     weight."""
     if isinstance(built, MixtureAssembly):
         return built.episode_weights()
     return episode_lengths(built.loader.episodes)
-
-
-def _frames_in(batch_tensor: torch.Tensor) -> int:
-    # [B, C, H, W] is one frame per sample; [B, T, C, H, W] is T
-    return batch_tensor.shape[0] * (batch_tensor.shape[1] if batch_tensor.dim() == 5 else 1)
 
 
 def _loader_stats(dataset, spec: RunSpec) -> dict:
