@@ -8,6 +8,7 @@ holds fetches nothing and decodes the same frames as the local file."""
 import multiprocessing
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from remote_helpers import s3, s3_source, upload  # noqa: F401 (fixtures)
 from test_remote_ranges import REL, long_video, span  # noqa: F401 (fixture)
 
+from dl.kits.remote import peer_copies
 from dl.kits.remote.file_cache import Piece, PrefetchCache
 from dl.kits.remote.peer_copies import PeerCopies, range_name
 from dl.kits.remote.run_folders import host_name
@@ -118,6 +120,37 @@ def test_a_mixture_s_caches_in_one_process_have_a_folder_each(tmp_path):
     assert not first.dir.exists() and Path(b.path).read_bytes() == b"b" * 10  # the other cache's files stay
     assert not os.path.exists(a.path)
     second.close()
+
+
+def test_on_host_says_whether_admitting_would_download_anything(tmp_path, monkeypatch):
+    """Bytes downloaded here or held whole by another cache of this host are on the host; a range still
+    downloading here, a byte no cache holds, a file not shared, or a cache that has admitted nothing yet (it knows
+    no peers), are not."""
+    monkeypatch.setattr(peer_copies, "LIST_TTL_S", 0.0)  # every look lists the peers again
+    gate = threading.Event()
+
+    def download(rel, start, end, out):
+        if start >= 1000:
+            gate.wait(timeout=60)
+        out.write(CONTENT[start % 2048:end % 2048 or 2048])
+
+    mine = PrefetchCache(tmp_path, 4096, download, threads=1, shared=lambda rel: NAME if rel == "f" else None)
+    assert not mine.on_host([Piece("f", 0, 10)])  # nothing admitted: no peers known
+    mine.admit(0, [Piece("f", 0, 100), Piece("g", 0, 100)])
+    mine.settle()
+    hold(peer_folder(tmp_path, 0), 500, 800)  # after this cache started (it clears gone processes' folders)
+    assert mine.on_host([Piece("f", 0, 100), Piece("g", 10, 50)])  # downloaded here
+    assert mine.on_host([Piece("f", 50, 100), Piece("f", 500, 800)])  # here, and the peer's whole range
+    assert mine.on_host([Piece("f", 600, 700)])
+    assert not mine.on_host([Piece("f", 0, 101)])  # byte 100: nobody has it
+    assert not mine.on_host([Piece("f", 450, 600)])  # 450-500: nobody
+    assert not mine.on_host([Piece("g", 100, 200)])  # a file not shared: peers are never asked
+    mine.admit(1, [Piece("f", 1000, 1100)])
+    assert not mine.on_host([Piece("f", 1000, 1100)])  # queued or downloading here
+    gate.set()
+    mine.settle()
+    assert mine.on_host([Piece("f", 1000, 1100)])
+    mine.close()
 
 
 def _hold_episodes(source, episodes, ready, stop) -> None:

@@ -11,6 +11,7 @@ import errno
 import os
 import posixpath
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, BinaryIO
@@ -173,6 +174,13 @@ class Source:
         """What a decoder opens for the video `rel`: a local path when the file is on local disk, else a
         seekable file object. Remote sources may override this to hand out a locally cached copy."""
         return self.path(rel) if self.is_local else self.open(rel)
+
+    def fetches(self, files: Iterable[FileSpan]) -> bool:
+        """Whether admitting `files` now would make this source download any of their bytes, so that telling it
+        the order of the reads (`FileSpan.reads`) can matter: a loader may leave `reads` out when not (dl's `pool`
+        then skips reading its draws ahead). `files` may be lazy (a source that can answer without them need not
+        build them all). Here: True unless the source is local (it reads files in place)."""
+        return not self.is_local
 
     def admit(self, key: object, files: list[FileSpan]) -> None:
         """A loader will soon read `files` for `key` (an episode index): a remote source may start fetching

@@ -285,14 +285,16 @@ class PoolDataset(torch.utils.data.IterableDataset):
             next(pool)
         if skip or plan.index:
             self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0 + replay_s) * 1e6))
-        # the pool as it stands: announce what it reads (to a prefetching source, which downloads by rank, ties in
-        # the order it hears: first drawn first)
-        ahead = None if self.meta.source.is_local else read_ahead(pool)
-        admit = partial(self._admit, pool, ahead)
+        # the pool as it stands: announce what it reads, and, to a source that will download some of it (by rank,
+        # ties in the order it hears), in which order: first drawn first
+        fetches = self.meta.source.fetches(span for e in plan.episodes[world.consumer]
+                                           for span in self.meta.file_spans(self.episodes[int(e)]))
+        ahead = read_ahead(pool) if fetches else None
+        admit = partial(self._admit, pool, ahead, fetches)
         for e in pool.open_episodes() if ahead is None else ahead.episodes:
             admit(e)
         pool.on_admit = admit
-        if isinstance(pool, ChunkPool):
+        if fetches and isinstance(pool, ChunkPool):
             pool.on_open = partial(self._expect, pool)
         buffer = DecodeBuffer(self.builder, self.counters) if isinstance(pool, ChunkPool) else None
         rows: dict[int, tuple[EpisodeMeta, EpisodeArrays]] = {}
@@ -323,12 +325,13 @@ class PoolDataset(torch.utils.data.IterableDataset):
             for e in pool.open_episodes():
                 self.meta.source.release(int(self.episodes.index[e]))
 
-    def _admit(self, pool: EpisodePool | ChunkPool, ahead: ReadAhead | None, e: int) -> None:
-        """Tell the source episode `e` (position) is open, with the order its chunks will be decoded in (their
-        frames' times, `FileSpan.reads`; ranked by their first draw among all chunks when read `ahead`), so a
-        prefetching source fetches every open episode's open chunk first, then the others as they will be read."""
+    def _admit(self, pool: EpisodePool | ChunkPool, ahead: ReadAhead | None, ordered: bool, e: int) -> None:
+        """Tell the source episode `e` (position) is open; when `ordered` (the source will download some of what
+        the epoch reads: `Source.fetches`), with the order its chunks will be decoded in (their frames' times,
+        `FileSpan.reads`; ranked by their first draw among all chunks when read `ahead`), so a prefetching source
+        fetches every open episode's open chunk first, then the others as they will be read."""
         ep = self.episodes[e]
-        order = pool.read_order(e) if isinstance(pool, ChunkPool) else []
+        order = pool.read_order(e) if ordered and isinstance(pool, ChunkPool) else []
         if ahead is not None and order:
             order = ahead.ranked(e, order, pool.chunk_frames)
         self.meta.source.admit(ep.index, self._with_reads(ep, order))

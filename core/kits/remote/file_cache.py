@@ -262,6 +262,21 @@ class PrefetchCache:
                 return located
         return None
 
+    def on_host(self, pieces: list[Piece]) -> bool:
+        """Whether admitting `pieces` would download nothing: every byte is downloaded here, or lies in a range
+        another cache of this host holds (`dl.kits.remote.peer_copies`: copied, not fetched). False before this
+        cache's first admission (it knows no peers yet) and for a file not shared."""
+        with self._cond:
+            if self._peers is None:
+                return False
+            gaps = []
+            for piece in merged(pieces):
+                if any(self._entries[p].state is not State.READY for p in self._ranges.overlapping(piece)):
+                    return False
+                gaps += self._ranges.gaps(piece)
+        return all((name := self.shared(gap.rel)) is not None and self._peers.covers(name, gap.start, gap.end)
+                   for gap in gaps)
+
     def held(self, rel: str) -> bool:
         """Whether any range of `rel` is admitted here or was inherited."""
         with self._cond:

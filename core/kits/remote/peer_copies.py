@@ -100,6 +100,16 @@ class PeerCopies:
             download(pos, end)
         return copied
 
+    def covers(self, name: str, start: int, end: int) -> bool:
+        """Whether peers' complete ranges of the shared file `name` hold every byte of `[start, end)` (as listed
+        at most `LIST_TTL_S` ago: a copy may still find one gone, and download it)."""
+        pos = start
+        for lo, hi, _, _ in self._cover(name, start, end):
+            if lo > pos:
+                return False
+            pos = hi
+        return pos >= end
+
     def _cover(self, name: str, start: int, end: int) -> list[tuple[int, int, int, str]]:
         """`(lo, hi, offset in the file, path)` of peers' files covering parts of `[start, end)`, ascending and
         disjoint."""

@@ -24,6 +24,7 @@ import hashlib
 import io
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -211,6 +212,18 @@ class RemoteSource(RemoteStore):
             checked = [Piece(rel, *self.plans.files[rel].check[:2]) for rel in {p.rel for p in pieces}
                        if rel in self.plans.files]  # index bytes are checked in one piece (`_download`)
             self._cache().admit(key, pieces, atomic=checked, reads=reads)
+
+    def fetches(self, files: Iterable[FileSpan]) -> bool:
+        """False when admitting `files` would download nothing: without prefetch (admission downloads nothing), or
+        when every range they need is downloaded in this process's cache or held by another cache of this host
+        (`PrefetchCache.on_host`: copied, not fetched), as in every epoch after the first of a selection that fits
+        the cache. A selection that does not fit (its ranges are not kept between epochs) is not looked up: True."""
+        if not self.prefetch:
+            return False
+        cache = self._cache()
+        if not cache.keep_released:
+            return True
+        return not cache.on_host([piece for span in files for piece in self.plans.pieces(span, self._size)[0]])
 
     def expect(self, key: object, files: list[FileSpan]) -> None:
         """Download the bytes of the `reads` of `files` next among those queued (`PrefetchCache.promote`)."""
