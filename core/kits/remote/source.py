@@ -217,11 +217,12 @@ class RemoteSource(RemoteStore):
         """False when admitting `files` would download nothing: without prefetch (admission downloads nothing), or
         when every range they need is downloaded in this process's cache or held by another cache of this host
         (`PrefetchCache.on_host`: copied, not fetched), as in every epoch after the first of a selection that fits
-        the cache. A selection that does not fit (its ranges are not kept between epochs) is not looked up: True."""
+        the cache. Not looked up (True): a selection that does not fit (its ranges are not kept between epochs), or
+        a process whose cache has admitted nothing yet."""
         if not self.prefetch:
             return False
         cache = self._cache()
-        if not cache.keep_released:
+        if not cache.keep_released or cache.dir is None:
             return True
         return not cache.on_host([piece for span in files for piece in self.plans.pieces(span, self._size)[0]])
 
