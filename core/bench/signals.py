@@ -16,12 +16,16 @@ _installed_in: int | None = None  # the pid that called stop_once_on_signals (fo
 
 
 def _stop_once(signum, frame):
-    if os.getpid() != _installed_in:  # a forked child, e.g. a DataLoader worker: Python's default behaviour
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if os.getpid() != _installed_in:  # a forked child, e.g. a DataLoader worker
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if signum == signal.SIGTERM:
             os.kill(os.getpid(), signal.SIGTERM)  # ends it, as torch's shutdown expects of a worker it terminates
-        raise KeyboardInterrupt  # torch's worker loop ends quietly on it
+        # Ctrl-C: the terminal's SIGINT reached the parent too, which stops its workers as it unwinds. Raised here,
+        # a KeyboardInterrupt that lands while the child still starts (multiprocessing's bootstrap, before torch's
+        # worker loop, which would catch it) ends the worker with a traceback and exit code 1, and the parent's
+        # DataLoader then reports a worker that "exited unexpectedly".
+        return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
@@ -31,7 +35,8 @@ def stop_once_on_signals() -> None:
     """From now on, in this process's main thread, the first SIGINT raises KeyboardInterrupt and the first SIGTERM
     raises `Terminated`; SIGINT and SIGTERM are ignored after it while the process unwinds (a parent that must not
     wait for ever follows up with SIGKILL, as `dl`'s local scheduler and SLURM do). A forked child that has not
-    set its own handlers gets Python's defaults: SIGINT raises KeyboardInterrupt, SIGTERM ends it."""
+    set its own handlers (a DataLoader worker) ignores SIGINT, which its parent got too and answers by stopping
+    it, and ends on SIGTERM."""
     global _installed_in
     _installed_in = os.getpid()
     signal.signal(signal.SIGINT, _stop_once)
