@@ -290,7 +290,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         fetches = self.meta.source.fetches(span for e in plan.episodes[world.consumer]
                                            for span in self.meta.file_spans(self.episodes[int(e)]))
         ahead = read_ahead(pool) if fetches else None
-        admit = partial(self._admit, pool, ahead, fetches)
+        admit = partial(self._admit, pool, ahead)
         for e in pool.open_episodes() if ahead is None else ahead.episodes:
             admit(e)
         pool.on_admit = admit
@@ -325,15 +325,15 @@ class PoolDataset(torch.utils.data.IterableDataset):
             for e in pool.open_episodes():
                 self.meta.source.release(int(self.episodes.index[e]))
 
-    def _admit(self, pool: EpisodePool | ChunkPool, ahead: ReadAhead | None, ordered: bool, e: int) -> None:
-        """Tell the source episode `e` (position) is open; when `ordered` (the source will download some of what
-        the epoch reads: `Source.fetches`), with the order its chunks will be decoded in (their frames' times,
-        `FileSpan.reads`; ranked by their first draw among all chunks when read `ahead`), so a prefetching source
-        fetches every open episode's open chunk first, then the others as they will be read."""
+    def _admit(self, pool: EpisodePool | ChunkPool, ahead: ReadAhead | None, e: int) -> None:
+        """Tell the source episode `e` (position) is open; when the pool was read `ahead` (the source will download
+        some of what the epoch reads: `Source.fetches`), with the order its chunks will be decoded in (their frames'
+        times, `FileSpan.reads`), ranked by their first draw among all chunks, so a prefetching source fetches
+        every open episode's open chunk first, then the others as they will be read."""
         ep = self.episodes[e]
-        order = pool.read_order(e) if ordered and isinstance(pool, ChunkPool) else []
-        if ahead is not None and order:
-            order = ahead.ranked(e, order, pool.chunk_frames)
+        order = []
+        if ahead is not None and isinstance(pool, ChunkPool):
+            order = ahead.ranked(e, pool.read_order(e), pool.chunk_frames)
         self.meta.source.admit(ep.index, self._with_reads(ep, order))
 
     def _with_reads(self, ep: EpisodeMeta, order: list[tuple[int, int, int]]) -> list[FileSpan]:
