@@ -12,7 +12,8 @@ caps bandwidth, all on loopback, runs interleaved so a noisy machine affects eac
 10 episodes per video and data file, 2 cameras, AV1 GOP 2 at 640x480 (~6 KB per frame), one row group per data
 file.
 
-Prints one line per run (with its samples per second from the DataLoader's start, `samples_per_bin`) and a summary
+Prints one line per run (with its samples per second from the DataLoader's start, `samples_per_bin`, its decoded
+frames/s, peak memory of all its processes and the distinct episodes per batch, as `dl run` reports them) and a summary
 per configuration (median samples/s and its ratio to local, first batch, bytes fetched / needed, time to the first
 admission's ranges, and the cores busy over each run: the servers and proxies, which run in this process and in
 moto's own (`dl.testing.s3_server`), and the `dl run` with its workers), and writes every result to --out (JSON).
@@ -110,6 +111,9 @@ def main() -> int:
                     server_s, run_s, wall_s = (b - a for a, b in zip(cpu, _cpu_s(s3.pid), strict=True))
                     row = {"config": config, "repeat": repeat, "status": result.get("status"),
                            "samples_per_s": result.get("samples_per_s"),
+                           "decoded_frames_per_s": result.get("decoded_frames_per_s"),
+                           "peak_rss_gb": result.get("peak_rss_gb"),
+                           "shuffle_randomness_frac": result.get("shuffle_randomness_frac"),
                            "first_batch_s": result.get("first_batch_latency_s"),
                            "server_cpu_s": round(server_s, 2), "run_cpu_s": round(run_s, 2), "wall_s": round(wall_s, 2),
                            "source_stats": result.get("source_stats"), "error": result.get("error"),
