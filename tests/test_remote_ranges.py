@@ -44,6 +44,8 @@ def test_an_episode_of_a_long_video_fetches_its_ranges_and_decodes_like_the_file
     spans = [span(size, 4.0, 6.0)]
     planned = source.prepare(spans)
     assert planned < size / 2  # an index and 2 s of a 10 s video
+    kept = source.stats()["cache_bytes_peak"]  # what indexing read, kept for readers (all but the checked moov)
+    assert 0 < kept < planned
     source.reset_stats()
     source.admit(7, spans)
     timestamps = [4.0 + k / 30 for k in range(60)]
@@ -54,8 +56,30 @@ def test_an_episode_of_a_long_video_fetches_its_ranges_and_decodes_like_the_file
     assert (got.data == want.data).all()
     stats = source.stats()
     assert stats["remote_reads"] == 0 and stats["cache_hits"] > 0
-    assert stats["bytes_prefetched"] == planned and stats["bytes_fetched"] == planned
+    assert stats["bytes_prefetched"] == stats["bytes_fetched"] == planned - kept
     assert stats["first_admission_s"] > 0
+    source.release(7)
+
+
+def test_a_decoder_opened_before_admission_reads_the_cached_ranges_after(s3, long_video):  # noqa: F811
+    # the dataset's format check opens a file's decoder before any episode is admitted (a stream), and this
+    # process's decoder cache keeps it for the decodes that follow (the host's own reads: `num_workers=0`)
+    source = s3_source(s3, upload(s3, long_video))
+    size = source.list_files("videos")[REL]
+    spans = [span(size, 4.0, 6.0)]
+    planned = source.prepare(spans)
+    kept = source.stats()["cache_bytes_peak"]
+    decoder = CpuDecoder()
+    assert decoder.probe(source, REL)["num_frames"] == 300
+    source.reset_stats()
+    source.admit(7, spans)
+    source.settle()
+    got = decoder.frames_in_run(source, REL, [4.0 + k / 30 for k in range(60)])
+    from torchcodec.decoders import VideoDecoder
+
+    assert (got.data == VideoDecoder(str(long_video / REL), seek_mode="approximate")[120:180]).all()
+    stats = source.stats()
+    assert stats["bytes_fetched"] == planned - kept and stats["cache_hits"] > 0, "the probe's decoder read the store"
     source.release(7)
 
 
@@ -68,6 +92,7 @@ def test_a_selection_that_fits_the_cache_is_fetched_once_across_epochs(s3, long_
     planned = source.prepare(spans)
     assert max(source.prepare([s]) for s in spans) < 500_000 < planned  # each episode fits the small cache alone
     source.prepare(spans)
+    kept = source.stats()["cache_bytes_peak"] if fits else 0  # a selection that does not fit keeps nothing
     source.reset_stats()
     for epoch in range(2):  # each episode admitted, read and released, then again in the next epoch
         for key, one in enumerate(spans):
@@ -75,7 +100,7 @@ def test_a_selection_that_fits_the_cache_is_fetched_once_across_epochs(s3, long_
             source.settle()
             source.release((epoch, key))
     fetched = source.stats()["bytes_fetched"]
-    assert fetched == planned if fits else fetched >= 2 * planned
+    assert fetched == planned - kept if fits else fetched >= 2 * planned
 
 
 def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa: F811
@@ -92,6 +117,27 @@ def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa:
     with rank.open(REL) as f:  # the listed size travels too: no request for it when a worker opens the file
         assert f.seek(0, io.SEEK_END) == size
     assert rank.stats()["requests"] == 0
+
+
+def test_this_hosts_readers_copy_the_index_bytes_the_host_read(s3, long_video):  # noqa: F811
+    url = upload(s3, long_video)
+    host = s3_source(s3, url)
+    size = host.list_files("videos")[REL]
+    spans = [span(size, 4.0, 6.0)]
+    planned = host.prepare(spans)
+    moov = host.plans.files[REL].check
+    worker = s3_source(s3, url)  # a DataLoader worker or a rank on this host: another cache, another run folder
+    worker.restore(host.state())
+    worker.admit(7, spans)
+    got = CpuDecoder().frames_in_run(worker, REL, [4.0 + k / 30 for k in range(60)])
+    from torchcodec.decoders import VideoDecoder
+
+    assert (got.data == VideoDecoder(str(long_video / REL), seek_mode="approximate")[120:180]).all()
+    stats = worker.stats()
+    kept = host.stats()["cache_bytes_peak"]  # what indexing read but the moov: the worker fetches that to check it
+    assert kept > 0 and stats["bytes_from_peers"] == kept and stats["remote_reads"] == 0
+    assert stats["bytes_fetched"] == planned - kept >= moov[1] - moov[0]
+    worker.release(7)
 
 
 def test_a_file_that_changed_after_indexing_fails_naming_it(s3, long_video, tmp_path):  # noqa: F811

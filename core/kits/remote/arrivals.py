@@ -30,15 +30,22 @@ class Arrivals(io.BytesIO):
         return written
 
     def save(self, entry: Entry) -> None:
-        """Write `entry`'s bytes (all in) to its file `entry.path`, whole or not at all (under a temporary name
-        first, removed if the write fails)."""
-        part = f"{entry.path}.tmp"
-        os.makedirs(os.path.dirname(part), exist_ok=True)
-        try:
-            with self.getbuffer() as view, open(part, "wb") as out:
-                out.write(view[entry.piece.start - self.start:entry.piece.end - self.start])
-            os.replace(part, entry.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(part)
-            raise
+        """Write `entry`'s bytes (all in) to its file `entry.path` (`save`)."""
+        with self.getbuffer() as view:
+            save(entry.path, view[entry.piece.start - self.start:entry.piece.end - self.start])
+
+
+def save(path: str, data) -> None:
+    """Write `data` (bytes-like) to the file `path`, whole or not at all: under a temporary name first, renamed
+    once written (another process listing the folder never sees a part, `dl.kits.remote.peer_copies`), removed if
+    the write fails."""
+    part = f"{path}.tmp"
+    os.makedirs(os.path.dirname(part), exist_ok=True)
+    try:
+        with open(part, "wb") as out:
+            out.write(data)
+        os.replace(part, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
+        raise

@@ -21,7 +21,8 @@ piece (depth 0) takes only first reads' pieces along, and one a reader takes ove
 blocks the caller: entries wait in line (first come, first served) until the byte limit lets them in, and a
 reader that needs bytes still waiting for room gets `None` and reads them remotely instead, so a full cache
 slows reads down but can never deadlock a loader that admits its next episode before releasing the last one.
-One key needing more bytes than the whole limit is an error that says so.
+One key needing more bytes than the whole limit is an error that says so. A process may also `put` bytes it has
+read already (the host's reads of the files' indexes), as downloaded ranges.
 
 A process asks this host's other processes first (`dl.kits.remote.peer_copies`): bytes of a shared file (one
 `shared` names) that their run folders hold are copied, not downloaded, so the workers of a later epoch, the
@@ -44,7 +45,7 @@ from multiprocessing.util import Finalize
 from pathlib import Path
 
 from ...contracts.errors import DlError
-from .arrivals import Arrivals
+from .arrivals import Arrivals, save
 from .cache_entry import Download, Entry, Located, State
 from .file_ranges import FileRanges, Piece, merged
 from .peer_copies import PeerCopies, range_name
@@ -152,15 +153,43 @@ class PrefetchCache:
 
     def _add(self, piece: Piece, depth: int) -> None:
         """A new entry for `piece`, waiting for room (called with the lock held)."""
+        self._entries[piece] = Entry(piece, self._path(piece), depth)
+        self._ranges.add(piece)
+        self._waiting.append(piece)
+
+    def _path(self, piece: Piece) -> str:
+        """A new local file name for `piece` (called with the lock held)."""
         self._copies += 1
         shared = self.shared(piece.rel)
         if shared is None:
-            path = self.dir / f"{hashlib.sha1(piece.rel.encode()).hexdigest()[:20]}-{self._copies}.part{piece.start}"
-        else:
-            path = self.dir / shared / range_name(piece.start, piece.end, self._copies)
-        self._entries[piece] = Entry(piece, str(path), depth)
-        self._ranges.add(piece)
-        self._waiting.append(piece)
+            name = hashlib.sha1(piece.rel.encode()).hexdigest()[:20]
+            return str(self.dir / f"{name}-{self._copies}.part{piece.start}")
+        return str(self.dir / shared / range_name(piece.start, piece.end, self._copies))
+
+    def put(self, key: object, rel: str, start: int, data: bytes) -> None:
+        """Bytes of `rel` from offset `start` this process has read already (the index bytes the host reads to plan
+        the ranges): each part no entry holds yet, while it fits the limit, becomes a downloaded entry held by
+        `key`, for this process's readers and, shared, for this host's other processes (the run's ranks and
+        DataLoader workers copy it instead of fetching it again: `dl.kits.remote.peer_copies`). A part that cannot
+        be written is left out (its readers download it)."""
+        with self._cond:
+            self._folder()
+            for gap in self._ranges.gaps(Piece(rel, start, start + len(data))):
+                if self.reserved + gap.end - gap.start > self.limit:
+                    continue
+                entry = Entry(gap, self._path(gap), depth=0)
+                try:
+                    save(entry.path, memoryview(data)[gap.start - start:gap.end - start])
+                except OSError:
+                    continue
+                entry.state = State.READY
+                entry.done.set()
+                entry.keys.add(key)
+                self._entries[gap] = entry
+                self._ranges.add(gap)
+                self._held.setdefault(key, {})[gap] = 0
+                self.reserved += entry.size
+                self.on_reserved(self.reserved)
 
     def promote(self, pieces: list[Piece]) -> None:
         """Readers need `pieces` next: the queued entries holding them come next in line (at depth 0, after
@@ -313,11 +342,15 @@ class PrefetchCache:
                        for p, at in self._held.get(key, {}).items() if depth is None or at <= depth)
 
     # ------------------------------------------------------------------------------------ downloads
-    def _start(self) -> None:
+    def _folder(self) -> None:
+        """This cache's run folder, made on first use (removed when the process exits)."""
         if self.dir is None:
             self.dir = run_dir(self.base)
             self._peers = PeerCopies(self.base, self.dir)
             Finalize(self, shutil.rmtree, args=(str(self.dir),), kwargs={"ignore_errors": True}, exitpriority=10)
+
+    def _start(self) -> None:
+        self._folder()
         while len(self._workers) < self.threads:
             worker = threading.Thread(target=self._work, name=f"dl-prefetch-{len(self._workers)}", daemon=True)
             worker.start()

@@ -11,7 +11,8 @@ episodes as byte ranges and prefetches them; the `hub` and `bucket` plugins buil
   as the unit: episodes of one file share what they have in common; ranges this host's other processes hold
   are copied from them, not fetched: `dl.kits.remote.peer_copies`); `release` frees them. Decoders and
   pyarrow read through a `dl.kits.remote.views.CachedView` that serves the cached ranges and reads anything
-  else remotely; files not cached at all stream through a buffered ranged-read file;
+  else remotely; a file opened before any of it was admitted streams through the same view, buffered: its reads
+  go to the store in `block_size` requests until ranges of it are admitted, then to those ranges;
 - checks: index bytes that differ from those indexed (the file changed since) fail with an error naming the
   file instead of feeding a decoder other bytes;
 - counters (`dl.kits.remote.source_counters`), beside the store's: cache hits, the bytes the admitted episodes
@@ -39,13 +40,15 @@ from .plans import FilePlans
 from .retry import RemoteReadError, RetryPolicy
 from .run_folders import default_base
 from .store import RemoteStore
-from .views import CachedView, RangeReader
+from .views import CachedView
 
 if TYPE_CHECKING:
     import fsspec
 
 CHUNK_BYTES = 8 << 20
 """Downloads go in requests of at most this size, so a reset mid-file costs one request, not the file."""
+INDEX_KEY = "dl: the index bytes prepare read"
+"""The cache key holding what `prepare` read to index the files (for as long as the process runs)."""
 
 
 class RemoteSource(RemoteStore):
@@ -131,15 +134,19 @@ class RemoteSource(RemoteStore):
     # ------------------------------------------------------------------------------------ the Source API
     def open(self, rel: str) -> BinaryIO:
         """A view of the cached ranges when `rel` was admitted (waiting for downloads; reads elsewhere go
-        remote), else a seekable file streaming `block_size` ranges."""
+        remote), else a seekable file streaming `block_size` ranges (`_stream`)."""
         if self._held(rel):
             return io.BufferedReader(CachedView(self, rel, self._size(rel), self.block_size), 64 << 10)
         return self._stream(rel)
 
     def _stream(self, rel: str) -> BinaryIO:
+        """A seekable file over `rel`, none of which is cached yet: a `CachedView` buffered by `block_size`, so each
+        read the buffer does not hold asks the store for `block_size` bytes, until ranges of `rel` are admitted:
+        from then on the view serves those from the cache. A reader opened early and kept (the decoder that
+        checked a file's stream when the dataset was opened, which this process's decoder cache holds on to)
+        thus never fetches again the bytes the cache downloads."""
         size = self._size(rel)  # also raises SourceFileNotFoundError for a missing file
-        self.counters.add("remote_reads")
-        return io.BufferedReader(RangeReader(self, rel, size), buffer_size=self.block_size)
+        return io.BufferedReader(CachedView(self, rel, size, self.block_size), buffer_size=self.block_size)
 
     def read_bytes(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
         if self._held(rel):
@@ -176,20 +183,46 @@ class RemoteSource(RemoteStore):
         Returns the bytes the spans need from the store (each file's index bytes once, plus the union of its
         spans' ranges), kept as `selection_bytes`: where they fit in a process's share of `cache_bytes`, its cache
         keeps released ranges for later epochs (`PrefetchCache.keep_released`); a larger selection would gain
-        nothing from them but disk use.
+        nothing from them but disk use. Where the selection fits this process's cache, the bytes read to index the
+        files stay in it (`_keep_index_bytes`): every reader of a file reads them, and this host's other processes
+        of the run (its ranks, their DataLoader workers) copy them from there instead of fetching them again.
 
         Raises:
             SourceFileNotFoundError, RemoteReadError: as reads.
         """
         t0 = time.perf_counter()
+        read: list[tuple[str, int, bytes]] = []  # what indexing read: (file, offset, bytes)
+
+        def remote_read(rel: str, start: int, end: int) -> bytes:
+            data = self.remote_read(rel, start, end)
+            read.append((rel, start, data))
+            return data
+
         try:
-            self.selection_bytes = self.plans.prepare(files, self._size, self.remote_read, self.url)
+            self.selection_bytes = self.plans.prepare(files, self._size, remote_read, self.url)
             cache = self._state().cache  # made already if metadata was read through it
             if cache is not None:
                 cache.keep_released = self._keeps(cache.limit)
+            if self.prefetch and read and self._keeps(self._cache().limit):
+                self._keep_index_bytes(read)
             return self.selection_bytes
         finally:
             self.metadata_s += time.perf_counter() - t0
+
+    def _keep_index_bytes(self, read: list[tuple[str, int, bytes]]) -> None:
+        """Put what `prepare` read of indexed files (`(file, offset, bytes)`) in this process's cache, except each
+        file's `check` bytes (its `moov`, its parquet footer): a reader fetches those itself, and their digest is
+        what tells it the file changed since it was indexed (`_download`), so it never decodes new frames through
+        an old index."""
+        for rel, start, data in read:
+            plan = self.plans.files.get(rel)
+            if plan is None:
+                continue
+            lo, hi = plan.check[:2]
+            end = start + len(data)
+            for a, b in ((start, min(end, lo)), (max(start, hi), end)):
+                if a < b:
+                    self._cache().put(INDEX_KEY, rel, a, data[a - start:b - start])
 
     def admit(self, key: object, files: list[FileSpan]) -> None:
         """Count what `key` needs and, with prefetch, queue its byte ranges for download (never blocks), those

@@ -1,8 +1,7 @@
 """Seekable files over a remote file, as `dl.kits.remote.source.RemoteSource` hands them to decoders (torchcodec
-takes file-like objects) and to pyarrow: `RangeReader` streams every read as a ranged request; `CachedView`
-serves the ranges the source's prefetch cache holds (a video's index and an episode's frames, a parquet
-footer and row groups) and reads anything else remotely, so a reader never waits for a whole file and never
-gets bytes that are not the file's."""
+takes file-like objects) and to pyarrow: a `CachedView` serves the ranges the source's prefetch cache holds (a
+video's index and an episode's frames, a parquet footer and row groups) and reads anything else remotely, so a
+reader never waits for a whole file and never gets bytes that are not the file's."""
 
 import io
 import os
@@ -39,23 +38,6 @@ class _Seekable(io.RawIOBase):
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
         self.pos = max(0, base + offset)
         return self.pos
-
-
-class RangeReader(_Seekable):
-    """A seekable raw file over a remote file: each `readinto` is one ranged request through the source."""
-
-    def __init__(self, source: Reads, rel: str, size: int):
-        super().__init__(rel, size)
-        self.source = source
-
-    def readinto(self, buffer) -> int:
-        n = min(len(buffer), self.size - self.pos)
-        if n <= 0:
-            return 0
-        data = self.source.remote_read(self.rel, self.pos, self.pos + n)
-        buffer[: len(data)] = data
-        self.pos += len(data)
-        return len(data)
 
 
 class CachedView(_Seekable):
