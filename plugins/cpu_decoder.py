@@ -4,7 +4,7 @@ system FFmpeg decodes)."""
 import functools
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from dl.contracts.decoder import DecodedFrames, FrameRequest
 from dl.contracts.errors import DlError
@@ -93,6 +93,9 @@ class CpuDecoder(TorchcodecDecoder):
             by_file.setdefault(r.path, []).append(i)
         pool = self._threads(threads)
         futures = {path: pool.submit(lambda idx: [one(requests[i]) for i in idx], idx) for path, idx in by_file.items()}
+        # every file's decode ends before any error is raised: a decoder still decoding after an error elsewhere would
+        # be handed to another thread by the next call (the cache's), and two threads in one FFmpeg decoder crash
+        wait(futures.values())
         out: list[DecodedFrames | None] = [None] * len(requests)
         for path, idx in by_file.items():
             for i, decoded in zip(idx, futures[path].result(), strict=True):
