@@ -1,6 +1,6 @@
 """The `cpu` decoder beyond the conformance suite: seek_mode "auto" (exact where the container header cannot place
-frames), the decoder cache bounded in bytes, option checks, and concurrent camera decode equal to serial, and over
-before `decode` raises."""
+frames), the decoder cache bounded in bytes, option checks, concurrent camera decode equal to serial, and every
+camera's decode ended before `decode` raises one's error."""
 
 import shutil
 import subprocess
