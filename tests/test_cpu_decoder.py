@@ -96,7 +96,9 @@ def test_a_camera_that_fails_leaves_no_decode_running(small_dataset):
     from dl.plugins.cpu_decoder import CpuDecoder
 
     class Slow(CpuDecoder):
-        ended: list[str] = []
+        def __init__(self, **options):
+            super().__init__(**options)
+            self.ended: list[str] = []
 
         def _frames(self, decoder, source, path, timestamps, run):
             if path == slow.path:
