@@ -136,9 +136,10 @@ def main() -> int:
     for config, s in summary.items():
         rate = s["median_samples_per_s"]
         s["ratio_to_local"] = round(rate / local, 3) if local and rate else None
-        print(f"{config:>18}: median {rate} samples/s over {s['runs']}; vs local {s['ratio_to_local']}; first batch "
-              f"{s['median_first_batch_s']} s (first admission {s['median_first_admission_s']} s, metadata "
-              f"{s['metadata_s']} s on the host); fetched / needed {s['median_read_amplification']}; cores busy: "
+        print(f"{config:>18}: median {_round(rate)} samples/s over {s['runs']}; vs local {s['ratio_to_local']}; first "
+              f"batch {_round(s['median_first_batch_s'])} s (first admission "
+              f"{_round(s['median_first_admission_s'])} s, metadata {_round(s['metadata_s'])} s on the host); "
+              f"fetched / needed {_round(s['median_read_amplification'])}; cores busy: "
               f"server and proxy {_round(s['median_server_cpu_share'])}, dl run {_round(s['median_run_cpu_share'])}")
     Path(args.out).write_text(json.dumps({"args": vars(args), "runs": rows, "summary": summary}, indent=2))
     return 0
