@@ -1,9 +1,10 @@
 """dl.kits.remote.peer_copies: a cache copies the bytes this host's other processes downloaded instead of fetching
 them again. Property: whatever ranges the peers hold, `fill` writes exactly the file's bytes, copies every byte
-they cover and downloads only the rest (each gap once). A peer's file gone before it is opened, a download still
-in progress, another file version and another user's folder are never copied from; the caches of one process (a
-mixture's sources) have a run folder each. Against moto: a second process reading the episodes a first one
-holds fetches nothing and decodes the same frames as the local file."""
+they cover and downloads only the rest (each gap once). A range one peer's file holds whole is a hard link to it
+(no byte copied), and stays readable when the peer deletes its file. A peer's file gone before it is opened, a
+download still in progress, another file version and another user's folder are never copied from; the caches of
+one process (a mixture's sources) have a run folder each. Against moto: a second process reading the episodes a
+first one holds fetches nothing, links their ranges and decodes the same frames as the local file."""
 
 import multiprocessing
 import os
@@ -122,6 +123,76 @@ def test_a_mixture_s_caches_in_one_process_have_a_folder_each(tmp_path):
     second.close()
 
 
+def test_a_range_a_peer_file_holds_whole_is_a_hard_link_to_it(tmp_path):
+    """A cache cuts an admitted range at the bounds of the peers' files, and each piece one file holds whole
+    becomes a hard link to it (the same inode: no byte copied), read from its offset in that file; the bytes stay
+    when the peer deletes its file. A piece that must come whole (`atomic`) across two peers' files is copied."""
+    copied = []
+
+    def download(rel, start, end, out):
+        assert rel == "g", f"downloaded bytes {start}-{end} of {rel}, which peers hold"
+        out.write(bytes(end - start))
+
+    mine = PrefetchCache(tmp_path, 4096, download, threads=1, shared=lambda rel: NAME if rel == "f" else None,
+                         on_copied=copied.append)
+    mine.admit("start", [Piece("g", 0, 10)])  # starts the cache (it clears gone processes' folders first)
+    mine.settle()
+    first, second = hold(peer_folder(tmp_path, 0), 0, 400, 1), hold(peer_folder(tmp_path, 1), 400, 1000, 2)
+    third, fourth = hold(peer_folder(tmp_path, 2), 1000, 1500, 3), hold(peer_folder(tmp_path, 3), 1500, 2000, 4)
+
+    def same_file(pos: int, peer: Path, offset: int) -> bool:
+        got = mine.locate("f", pos)
+        return os.stat(got.path).st_ino == os.stat(peer).st_ino and got.offset == offset
+
+    mine.admit("a", [Piece("f", 100, 900)])  # cut at 400
+    mine.admit("b", [Piece("f", 950, 1100)])  # cut at 1000
+    mine.admit("c", [Piece("f", 1450, 1550)], atomic=[Piece("f", 1450, 1550)])
+    mine.settle()
+    assert same_file(100, first, 100) and same_file(399, first, 100) and same_file(400, second, 0)
+    assert same_file(950, second, 550) and same_file(1000, third, 0)
+    whole = mine.locate("f", 1450)
+    assert whole.offset == 0 and os.stat(whole.path).st_ino not in {os.stat(p).st_ino for p in (third, fourth)}
+    first.unlink()  # the peer released it: the link keeps its bytes
+    for pos, end in ((100, 400), (400, 900), (950, 1000), (1000, 1100), (1450, 1550)):
+        got = mine.locate("f", pos)
+        with open(got.path, "rb") as f:
+            f.seek(got.offset)
+            assert f.read(end - pos) == CONTENT[pos:end]
+    assert sum(copied) == 800 + 150 + 100
+    mine.close()
+
+
+def test_where_hard_links_fail_the_ranges_are_copied(tmp_path, monkeypatch):
+    """A filesystem without hard links (FAT, some network filesystems; mounting one needs more than a test has, so
+    `os.link` fails here as it would there): the bytes are copied, and no link is tried again."""
+    tries = []
+
+    def no_links(src, dst):
+        tries.append(dst)
+        raise PermissionError(1, "Operation not permitted", str(dst))
+
+    monkeypatch.setattr(peer_copies.os, "link", no_links)
+
+    def download(rel, start, end, out):
+        assert rel == "g", f"downloaded bytes {start}-{end} of {rel}, which a peer holds"
+        out.write(bytes(end - start))
+
+    mine = PrefetchCache(tmp_path, 4096, download, threads=1, shared=lambda rel: NAME if rel == "f" else None)
+    mine.admit("start", [Piece("g", 0, 10)])  # starts the cache (it clears gone processes' folders first)
+    mine.settle()
+    peer = hold(peer_folder(tmp_path, 0), 0, 1000)
+    mine.admit("a", [Piece("f", 100, 300)])
+    mine.admit("b", [Piece("f", 500, 700)])
+    mine.settle()
+    for pos in (100, 500):
+        got = mine.locate("f", pos)
+        assert got.offset == 0 and os.stat(got.path).st_ino != os.stat(peer).st_ino
+        with open(got.path, "rb") as f:
+            assert f.read() == CONTENT[pos:pos + 200]
+    assert len(tries) == 1
+    mine.close()
+
+
 def test_on_host_says_whether_admitting_would_download_anything(tmp_path, monkeypatch):
     """Bytes downloaded here or held whole by another cache of this host are on the host; a range still
     downloading here, a byte no cache holds, a file not shared, or a cache that has admitted nothing yet (it knows
@@ -186,6 +257,8 @@ def test_a_second_process_copies_the_episodes_a_first_one_holds(s3, long_video, 
         after = source.stats()
         assert after["bytes_fetched"] == planned - kept, "the second process fetched bytes the first one held"
         assert 0 < after["bytes_from_peers"] < planned and after["ranges_from_peers"] > 0
+        files = [p for p in source._proc.cache.dir.rglob("*") if p.is_file()]
+        assert any(p.stat().st_nlink == 2 for p in files), "no range is a hard link to the first process's file"
         source.release("again")
     finally:
         stop.set()

@@ -351,12 +351,17 @@ def test_atomic_ranges_are_never_cut(tmp_path):
 
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)
 @given(first=st.integers(1, 50), grow=st.integers(0, 4), start=st.integers(0, 500), lo=st.integers(0, 2000),
-       length=st.integers(1, 3000), atomic=st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 300)), max_size=3))
-def test_pieces_tile_the_gap_shallowest_first(first, grow, start, lo, length, atomic):
+       length=st.integers(1, 3000), atomic=st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 300)), max_size=3),
+       held=st.lists(st.tuples(st.integers(0, 5000), st.integers(1, 500)), max_size=4))
+def test_pieces_tile_the_gap_shallowest_first(first, grow, start, lo, length, atomic, held):
     order = PieceOrder(first, first << grow)
     lo += start
     fixed = [(a, a + n) for a, n in atomic]
-    pieces = order.cut(order.zones(start, lo + length), (lo, lo + length), fixed)
+    peers = [(a, a + n) for a, n in held]
+    pieces = order.cut(order.zones(start, lo + length), (lo, lo + length), fixed, peers)
+    cuts = {b for _, b, _ in pieces[:-1]}
+    assert all(x in cuts for span in peers for x in span  # cut where a peer's file begins or ends...
+               if lo < x < lo + length and not any(a < x < z for a, z in fixed))  # ...but inside an atomic range
     assert pieces[0][0] == lo and pieces[-1][1] == lo + length
     assert all(a < b and b == c for (a, b, _), (c, _, _) in zip(pieces, pieces[1:] + [(lo + length, 0, 0)],
                                                                 strict=True))

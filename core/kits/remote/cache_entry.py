@@ -14,11 +14,13 @@ they arrive: the cache hands each range on once its bytes are in); raises on fai
 
 
 class Located(NamedTuple):
-    """A local copy of bytes `[start, end)` of a remote file: `path` holds exactly those bytes."""
+    """A local copy of bytes `[start, end)` of a remote file: `path` holds them from its byte `offset` on (0 for a
+    range downloaded here; a hard link to another process's range that begins earlier in the file, past 0)."""
 
     path: str
     start: int
     end: int
+    offset: int = 0
 
 
 class State(enum.Enum):
@@ -33,13 +35,15 @@ class State(enum.Enum):
 
 
 class Entry:
-    """A cached range: `piece`, its local `path`, the `keys` holding it, its `state` (`done` set once ready or
-    failed, with `error`), and `depth`, the shallowest any key reads it at (`dl.kits.remote.piece_order`)."""
+    """A cached range: `piece`, its local `path` (holding the piece's bytes from its byte `offset` on), the `keys`
+    holding it, its `state` (`done` set once ready or failed, with `error`), and `depth`, the shallowest any key
+    reads it at (`dl.kits.remote.piece_order`)."""
 
-    __slots__ = ("piece", "keys", "state", "done", "error", "path", "depth")
+    __slots__ = ("piece", "keys", "state", "done", "error", "path", "offset", "depth")
 
     def __init__(self, piece: Piece, path: str, depth: int):
         self.piece, self.path, self.depth = piece, path, depth
+        self.offset = 0
         self.keys: set = set()
         self.state = State.WAITING
         self.done = threading.Event()

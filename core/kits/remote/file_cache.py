@@ -25,8 +25,10 @@ One key needing more bytes than the whole limit is an error that says so. A proc
 read already (the host's reads of the files' indexes), as downloaded ranges.
 
 A process asks this host's other processes first (`dl.kits.remote.peer_copies`): bytes of a shared file (one
-`shared` names) that their run folders hold are copied, not downloaded, so the workers of a later epoch, the
-workers after the host's own pass, and the ranks of a node fetch each range once between them while it is kept.
+`shared` names) that their run folders hold are not downloaded, so the workers of a later epoch, the workers after
+the host's own pass, and the ranks of a node fetch each range once between them while it is kept. Admitted ranges
+are cut at the bounds of those files, and a range one file holds whole becomes a hard link to it (an entry then
+reads its bytes from an `offset` into that file); the rest is copied.
 
 Each cache has its own run folder (`dl.kits.remote.run_folders`: `run-<host>-<pid>-<start time>.<n>` under
 node-local storage first, or a source's `cache_dir`), removed when the process exits (also in DataLoader workers)
@@ -140,8 +142,10 @@ class PrefetchCache:
                 fixed = [(a.start, a.end) for a in atomic if a.rel == whole.rel]
                 zones = self.order.zones(whole.start, whole.end, [
                     r for r in reads if r.rel == whole.rel and r.start < whole.end and whole.start < r.end])
+                shared = self.shared(whole.rel)
                 for gap in self._ranges.gaps(whole):
-                    for start, end, depth in self.order.cut(zones, (gap.start, gap.end), fixed):
+                    peers = [] if shared is None else self._peers.bounds(shared, gap.start, gap.end)
+                    for start, end, depth in self.order.cut(zones, (gap.start, gap.end), fixed, peers):
                         self._add(Piece(whole.rel, start, end), depth)
                 for covered in self._ranges.overlapping(whole):
                     depth = self.order.depth(zones, covered.start, covered.end)
@@ -283,7 +287,7 @@ class PrefetchCache:
         entry.done.wait()
         if entry.state is State.FAILED:
             raise entry.error
-        return Located(entry.path, entry.piece.start, entry.piece.end)
+        return Located(entry.path, entry.piece.start, entry.piece.end, entry.offset)
 
     def _inherited(self, rel: str, pos: int) -> Located | None:
         for located in self.inherited.get(rel, ()):
@@ -390,10 +394,43 @@ class PrefetchCache:
             size += follower.size
 
     def _fetch(self, run: list[Entry]) -> None:
-        """Download `run` (adjacent ranges of one file, taken) in one go (bytes other processes hold copied, see
-        `PeerCopies.fill`); each range is written to its file and ready as soon as its bytes are in (`Arrivals`)."""
+        """Get `run` (adjacent ranges of one file, taken): each range a file of another process on this host holds
+        whole becomes a hard link to it (`PeerCopies.link`: no byte copied), the others are downloaded in one go
+        per stretch of adjacent ones (bytes other processes hold copied, see `PeerCopies.fill`); each range is
+        written to its file and ready as soon as its bytes are in (`Arrivals`)."""
+        shared = self.shared(run[0].piece.rel)
+        from_peers, rest = 0, run
+        if shared is not None:
+            rest = []
+            for entry in run:
+                if self._link(shared, entry):
+                    from_peers += entry.size
+                else:
+                    rest.append(entry)
+        for stretch in _adjacent(rest):
+            from_peers += self._fill(stretch, shared)
+        if from_peers:
+            self.on_copied(from_peers)
+        self.on_done()
+
+    def _link(self, shared: str, entry: Entry) -> bool:
+        """Make `entry` (taken) a hard link to a file of another process that holds all its bytes, ready; False
+        when none does, or the link cannot be made."""
+        with self._cond:
+            self._copies += 1
+            copy = self._copies
+        linked = self._peers.link(shared, entry.piece.start, entry.piece.end, self.dir / shared, copy)
+        if linked is None:
+            return False
+        entry.path, entry.offset = linked
+        self._settle([entry], State.READY)
+        return True
+
+    def _fill(self, run: list[Entry], shared: str | None) -> int:
+        """Download `run` (adjacent ranges of one file, taken) in one go, the bytes other processes hold copied;
+        returns the bytes copied. A failure is handed to the readers of the ranges not in."""
         rel, start, end = run[0].piece.rel, run[0].piece.start, run[-1].piece.end
-        shared, arrivals = self.shared(rel), Arrivals(start, run, self._whole)
+        arrivals = Arrivals(start, run, self._whole)
         try:
             copied = 0
             if shared is None:
@@ -403,11 +440,10 @@ class PrefetchCache:
                                           lambda lo, hi: self.download(rel, lo, hi, arrivals))
             if arrivals.pending:
                 raise OSError(f"the download of bytes {start}-{end} of {rel} stopped at {start + arrivals.tell()}")
-            if copied:
-                self.on_copied(copied)
+            return copied
         except BaseException as exc:  # handed to every reader of the ranges not in (none has a file)
             self._settle(arrivals.pending, State.FAILED, exc)
-        self.on_done()
+            return 0
 
     def _whole(self, arrivals: Arrivals, entry: Entry) -> None:
         """Every byte of `entry` (downloading) is in `arrivals`: write its file, and it is ready."""
@@ -433,7 +469,7 @@ class PrefetchCache:
             out = {rel: [p for p in pieces if os.path.exists(p.path)] for rel, pieces in self.inherited.items()}
             for entry in self._entries.values():
                 if entry.state is State.READY:
-                    out.setdefault(entry.piece.rel, []).append(Located(entry.path, *entry.piece[1:]))
+                    out.setdefault(entry.piece.rel, []).append(Located(entry.path, *entry.piece[1:], entry.offset))
         return out
 
     def close(self) -> None:
@@ -449,6 +485,17 @@ class PrefetchCache:
                 self._drop(self._entries[piece])
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _adjacent(entries: list[Entry]) -> list[list[Entry]]:
+    """`entries` (ascending in one file) in stretches of ranges that follow one another without a gap."""
+    out: list[list[Entry]] = []
+    for entry in entries:
+        if out and out[-1][-1].piece.end == entry.piece.start:
+            out[-1].append(entry)
+        else:
+            out.append([entry])
+    return out
 
 
 def _remove(path: str) -> None:

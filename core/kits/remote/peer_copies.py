@@ -4,9 +4,11 @@ Every process of a run (the host, each DataLoader worker, every rank on the node
 `dl.kits.remote.file_cache.PrefetchCache` in its own run folder. A range it downloads of a shared file (one whose
 version is known: the cache's `shared` name) goes to `<run folder>/<shared name>/<start>-<end>.<copy>`, written
 under a temporary name and renamed once whole, so another process listing that folder sees only whole ranges.
-A cache fills each download through `PeerCopies.fill`: the bytes that ranges in this host's other run folders
-cover are copied locally, only the rest is fetched. Without it, a later epoch that deals an episode to another
-worker, the workers that follow the host's own pass, and every rank of a node fetch the same bytes again.
+A cache cuts the ranges it admits at the bounds of the files this host's other run folders hold (`bounds`); a range
+one of them holds whole becomes a hard link to it (`link`: no byte copied, no second copy on disk), and every other
+download goes through `PeerCopies.fill`: the bytes those files cover are copied locally, only the rest is fetched.
+Without it, a later epoch that deals an episode to another worker, the workers that follow the host's own pass, and
+every rank of a node fetch the same bytes again.
 
 A peer's file may be deleted at any moment (its range released or evicted, its process gone): a file gone when
 opened is downloaded instead, and an open file stays readable after its name goes. Only this host's folders
@@ -56,6 +58,7 @@ class PeerCopies:
         self.base, self.own = Path(base), Path(own)
         self._lock = threading.Lock()
         self._listed: dict[str, tuple[float, list[tuple[int, int, str]]]] = {}
+        self._links = True  # False once a hard link failed for another reason than a file gone
 
     def _ranges(self, name: str) -> list[tuple[int, int, str]]:
         """`(start, end, path)` of the complete ranges of the shared file `name` in peers' folders (a listing
@@ -99,6 +102,38 @@ class PeerCopies:
         if pos < end:
             download(pos, end)
         return copied
+
+    def bounds(self, name: str, start: int, end: int) -> list[tuple[int, int]]:
+        """`(lo, hi)` of the parts of `[start, end)` of the shared file `name` that one peer's file each holds
+        (ascending, disjoint; as listed at most `LIST_TTL_S` ago): where a cache cuts its ranges so that each one
+        a peer holds can be linked (`link`)."""
+        return [(lo, hi) for lo, hi, _, _ in self._cover(name, start, end)]
+
+    def link(self, name: str, start: int, end: int, folder: Path, copy: int) -> tuple[str, int] | None:
+        """A hard link in `folder` to a peer's file holding every byte of `[start, end)` of the shared file `name`
+        (no byte copied: the link keeps the bytes when the peer deletes its file), named after the range that file
+        holds (`range_name(..., copy)`, so other caches find it too): `(its path, the offset of byte start in it)`.
+        None when no single peer's file holds the bytes, or the link cannot be made (the file went just now, or
+        the filesystem has no hard links): copy or download them then."""
+        if not self._links:
+            return None
+        cover = self._cover(name, start, end)
+        if len(cover) != 1 or cover[0][:2] != (start, end):
+            return None
+        _, _, offset, path = cover[0]
+        first, last = _parse(os.path.basename(path))
+        target = folder / range_name(first, last, copy)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            os.link(path, target)
+        except FileNotFoundError:  # released by its process just now: list again next time
+            with self._lock:
+                self._listed.pop(name, None)
+            return None
+        except OSError:  # no hard links here (another filesystem, or one without them): copy from now on
+            self._links = False
+            return None
+        return str(target), offset
 
     def covers(self, name: str, start: int, end: int) -> bool:
         """Whether peers' complete ranges of the shared file `name` hold every byte of `[start, end)` (as listed

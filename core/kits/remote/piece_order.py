@@ -116,10 +116,13 @@ class PieceOrder:
         """The shallowest depth of the zones overlapping `[start, end)` (0 when none does)."""
         return min((d for a, b, d in zones if a < end and start < b), default=0)
 
-    def cut(self, zones: list[Zone], gap: tuple[int, int], atomic: list[tuple[int, int]]) -> list[Zone]:
+    def cut(self, zones: list[Zone], gap: tuple[int, int], atomic: list[tuple[int, int]],
+            held: list[tuple[int, int]] = ()) -> list[Zone]:
         """`(piece start, piece end, depth)` of the part `gap` of a range tiled by `zones`, cut at the zones'
-        bounds except inside an `atomic` range (one that must come in one request: an index whose digest is
+        bounds and at those of the `held` ranges (files another process holds: a piece inside one is linked, not
+        copied), except inside an `atomic` range (one that must come in one request: an index whose digest is
         checked); a piece spanning several zones takes the shallowest depth."""
         lo, hi = gap
-        cuts = [a for a, _, _ in zones if lo < a < hi and not any(x < a < y for x, y in atomic)]
+        bounds = {a for a, _, _ in zones} | {x for span in held for x in span}
+        cuts = sorted(a for a in bounds if lo < a < hi and not any(x < a < y for x, y in atomic))
         return [(a, b, self.depth(zones, a, b)) for a, b in pairwise([lo, *cuts, hi])]

@@ -172,7 +172,7 @@ class RemoteSource(RemoteStore):
         if not self._held(rel):
             return self._stream(rel)
         located = self.cached(rel, 0)
-        if located is not None and located.start == 0 and located.end >= self._size(rel):
+        if located is not None and located.start == located.offset == 0 and located.end >= self._size(rel):
             return located.path
         return CachedView(self, rel, self._size(rel), self.block_size)
 

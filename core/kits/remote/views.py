@@ -84,7 +84,8 @@ class CachedView(_Seekable):
         ahead = self.fills and self._short
         located = self.source.cached(self.rel, self.pos, wait=not ahead)
         if located is not None:
-            data = os.pread(self._open(located.path), min(n, located.end - self.pos), self.pos - located.start)
+            data = os.pread(self._open(located.path), min(n, located.end - self.pos),
+                            self.pos - located.start + located.offset)
         elif ahead:  # read ahead in a fill, bytes not downloaded yet: end the fill here
             data = b""
         else:
