@@ -1,11 +1,14 @@
 """The `hub` source against dl's loopback Hub API server: the revision is resolved to a commit once and
-every read is pinned to it; metadata is read once (DataLoader workers ask nothing about it); offline mode
-serves the local Hugging Face cache; clear errors for unknown repos, revisions and dataset versions."""
+every read is pinned to it; metadata is read once (DataLoader workers ask nothing about it); an LFS file is
+resolved once and its ranges read from the CDN URL it redirects to, without the token; offline mode serves the
+local Hugging Face cache; clear errors for unknown repos, revisions and dataset versions."""
 
 import json
 import shutil
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from remote_helpers import hub, loopback_hub_source, publish  # noqa: F401 (fixtures)
@@ -50,6 +53,61 @@ def test_workers_do_not_read_metadata_again(hub, small_dataset):  # noqa: F811
     assert frames == meta.total_frames
     assert requests_since(hub, start, "/meta/") == [] and requests_since(hub, start, "/tree/") == []
     assert requests_since(hub, start, "/revision/") == []
+    assert requests_since(hub, start, "/resolve/") == []  # the host's CDN URLs came with the source
+    assert requests_since(hub, start, "/cdn/") != []
+
+
+def video_ranges(folder, pieces: int) -> tuple[str, bytes, list[tuple[int, int]]]:
+    """A video file of `folder` (repo path), its bytes, and `pieces` ranges cutting it."""
+    path = sorted((folder / "videos").rglob("*.mp4"))[0]
+    data = path.read_bytes()
+    cuts = [len(data) * i // pieces for i in range(pieces + 1)]
+    return path.relative_to(folder).as_posix(), data, list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def test_an_lfs_file_is_resolved_once_and_read_from_the_cdn_without_the_token(hub, small_dataset,  # noqa: F811
+                                                                               monkeypatch):
+    token = "hf_loopbackCdn456"
+    monkeypatch.setenv("HF_TOKEN", token)
+    repo = publish(hub, small_dataset)
+    source = loopback_hub_source(hub, repo)
+    rel, data, ranges = video_ranges(small_dataset, 5)
+    start, before = len(hub.requests), source.stats()["requests"]
+    assert b"".join(source.read_bytes(rel, lo, hi) for lo, hi in ranges) == data
+    served = [path for _, path in hub.requests[start:]]
+    assert [p for p in served if "/resolve/" in p] == [f"/datasets/{repo}/resolve/{source.sha}/{rel}"]
+    assert len([p for p in served if p.startswith("/cdn/")]) == len(ranges) and len(served) == len(ranges) + 1
+    assert source.stats()["requests"] - before == len(served)  # the redirect counted too
+    assert f"Bearer {token}" in hub.authorizations and hub.cdn_authorizations == []  # the token stays on the Hub
+
+
+def test_threads_reading_one_file_at_once_resolve_it_once(hub, small_dataset):  # noqa: F811
+    repo = publish(hub, small_dataset)
+    source = loopback_hub_source(hub, repo)
+    rel, data, ranges = video_ranges(small_dataset, 6)
+    start, ready = len(hub.requests), threading.Barrier(len(ranges))
+
+    def read(piece):
+        ready.wait(timeout=30)
+        return source.read_bytes(rel, *piece)
+
+    with ThreadPoolExecutor(len(ranges)) as pool:
+        assert b"".join(pool.map(read, ranges)) == data
+    assert len(requests_since(hub, start, "/resolve/")) == 1 and len(requests_since(hub, start, "/cdn/")) == 6
+
+
+def test_a_cdn_url_refused_is_resolved_again(hub, small_dataset):  # noqa: F811
+    repo = publish(hub, small_dataset)
+    source = loopback_hub_source(hub, repo)
+    rel, data, ranges = video_ranges(small_dataset, 2)
+    (a, b), (c, d) = ranges
+    assert source.read_bytes(rel, a, b) == data[a:b]
+    hub.revoke_links()  # as when the signature expires
+    start = len(hub.requests)
+    assert source.read_bytes(rel, c, d) == data[c:d]
+    served = [path for _, path in hub.requests[start:]]
+    assert [p.split("/")[1] for p in served] == ["cdn", "datasets", "cdn"]  # refused, resolved, served
+    assert source.stats()["retries"] == 0 and source.stats()["failures"] == 0
 
 
 def test_unknown_repo_and_revision(hub, small_dataset):  # noqa: F811

@@ -54,7 +54,8 @@ def test_a_range_cut_midway_is_resumed_and_each_byte_arrives_once(server, s3, hu
     if server == "hub":  # a block came before the cut, so the resumed request asked for another range: cut again
         assert stats["retries"] >= 2
     assert stats["retries"] >= 1
-    assert stats["requests"] == stats["retries"] + 1 and stats["failures"] == 0
+    redirects = 1 if server == "hub" else 0  # an LFS file's `resolve` (once: the retries go to its CDN URL)
+    assert stats["requests"] == stats["retries"] + 1 + redirects and stats["failures"] == 0
     assert stats["bytes_fetched"] == end - start  # the retries asked only for what had not arrived
 
 

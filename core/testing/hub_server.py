@@ -8,12 +8,20 @@ Endpoints (all under `/api/datasets/{owner}/{name}` or `/datasets/{owner}/{name}
 `X-Repo-Commit`, `Content-Length`, `Accept-Ranges` and 206 range responses. Errors are 404s with
 `X-Error-Code` `RepoNotFound`, `RevisionNotFound` or `EntryNotFound`, as the Hub sends them.
 
+Files stored with Git LFS (on the Hub, those the repo's `.gitattributes` tracks: its default tracks `*.parquet` and
+`*.mp4`, among others) are not served by `resolve`: as on the Hub, it answers `302 Found` with `X-Linked-Size`,
+`X-Linked-Etag` (the content's sha256) and a `Location` on the storage's CDN, a signed URL that serves the content
+and its byte ranges without any Hub token (`GET|HEAD /cdn/{sha256}?sig=...`). The CDN is another origin, as on the
+Hub: the same server under the name `localhost`, on the port the client asked (so a client behind a proxy reaches
+it through the proxy). `revoke_links()` makes every URL handed out so far answer 403, as an expired signature does.
+
     with HubServer() as hub:
         sha = hub.add_revision("lerobot/demo", dataset_dir)   # the folder as branch main
         os.environ["HF_ENDPOINT"] = hub.endpoint               # before importing huggingface_hub
 """
 
 import hashlib
+import hmac
 import json
 import re
 import socket
@@ -23,6 +31,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 ROUTE = re.compile(r"^/(?:api/)?datasets/([^/]+/[^/]+)/(revision|tree|paths-info|resolve)/([^/]+)(?:/(.*))?$")
+CDN = re.compile(r"^/cdn/([0-9a-f]{64})$")
+LFS_SUFFIXES = (".parquet", ".mp4", ".arrow", ".bin", ".npy", ".safetensors", ".tar", ".zip")
+"""Files the Hub's default `.gitattributes` stores with Git LFS (a part of its list)."""
 
 
 class HubServer:
@@ -30,21 +41,27 @@ class HubServer:
 
     Args:
         page_size: tree entries per page (the Hub uses 1000; small pages exercise pagination).
+        lfs_suffixes: the names ending so are LFS files, which `resolve` redirects to the CDN.
 
     Attributes:
         endpoint: `http://127.0.0.1:PORT`, for HF_ENDPOINT or `HfApi(endpoint=...)`.
         requests: every request served, as `(method, path)`, in order (tests count them).
         authorizations: every distinct `Authorization` header received (tests check a token is sent).
+        cdn_authorizations: the `Authorization` headers sent to CDN URLs (a client must send none there).
     """
 
-    def __init__(self, page_size: int = 50):
-        self.page_size = page_size
+    def __init__(self, page_size: int = 50, lfs_suffixes: tuple[str, ...] = LFS_SUFFIXES):
+        self.page_size, self.lfs_suffixes = page_size, lfs_suffixes
         self.repos: dict[str, dict[str, str]] = {}  # repo -> {branch or tag: sha}
         self.commits: dict[str, dict[str, bytes]] = {}  # sha -> {path: content}
         self.oids: dict[str, dict[str, str]] = {}  # sha -> {path: git blob id}, computed once per commit
         self.history: dict[str, set[str]] = {}  # repo -> every sha it had
         self.requests: list[tuple[str, str]] = []
         self.authorizations: set[str] = set()  # every Authorization header received
+        self.cdn_authorizations: list[str] = []
+        self.lfs_oids: dict[str, dict[str, str]] = {}  # sha -> {path of an LFS file: sha256 of its content}
+        self.blobs: dict[str, bytes] = {}  # sha256 -> content of an LFS file
+        self._revocations = 0  # signs CDN URLs: a revocation changes every signature
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
@@ -75,6 +92,9 @@ class HubServer:
         sha = digest.hexdigest()
         with self._lock:
             self.commits[sha], self.oids[sha] = files, oids
+            self.lfs_oids[sha] = {path: hashlib.sha256(data).hexdigest() for path, data in files.items()
+                                  if self.is_lfs(path)}
+            self.blobs.update((blob, files[path]) for path, blob in self.lfs_oids[sha].items())
             refs = self.repos.setdefault(repo_id, {})
             for ref in (branch, *tags):
                 refs[ref] = sha
@@ -89,9 +109,24 @@ class HubServer:
             del files[path], oids[path]
             sha = hashlib.sha1(repr(sorted(files)).encode() + repo_id.encode()).hexdigest()
             self.commits[sha], self.oids[sha] = files, oids
+            self.lfs_oids[sha] = {p: blob for p, blob in self.lfs_oids[head].items() if p != path}
             self.repos[repo_id][branch] = sha
             self.history[repo_id].add(sha)
         return sha
+
+    def is_lfs(self, path: str) -> bool:
+        """Whether `path` is stored with Git LFS (its `resolve` redirects to the CDN)."""
+        return path.endswith(self.lfs_suffixes)
+
+    def revoke_links(self) -> None:
+        """Every CDN URL handed out so far answers 403 from now on (as when its signature expires)."""
+        with self._lock:
+            self._revocations += 1
+
+    def _signature(self, blob: str) -> str:
+        """The signature of CDN URLs of `blob` (sha256) until the next revocation."""
+        with self._lock:
+            return hmac.new(str(self._revocations).encode(), blob.encode(), "sha256").hexdigest()
 
     def resolve(self, repo_id: str, revision: str) -> str | None:
         """The sha a revision names in a repo, or None."""
@@ -134,6 +169,9 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 if self.headers.get("Authorization"):
                     hub.authorizations.add(self.headers["Authorization"])
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if self.command == "POST" else b""
+            cdn = CDN.match(url.path)
+            if cdn:
+                return self._cdn(cdn.group(1), parse_qs(url.query).get("sig", [""])[0], head)
             match = ROUTE.match(url.path)
             if not match:
                 return self._error(404, "RepoNotFound", f"no route {url.path}")
@@ -176,6 +214,25 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             data = files.get(path)
             if data is None:
                 return self._error(404, "EntryNotFound", f"{path} does not exist at {sha}")
+            blob = hub.lfs_oids[sha].get(path)
+            if blob is not None:
+                port = (self.headers.get("Host") or hub.endpoint).rsplit(":", 1)[1]
+                return self._send(302, b"", {"Location": f"http://localhost:{port}/cdn/{blob}?sig={hub._signature(blob)}",
+                                             "X-Linked-Size": str(len(data)), "X-Linked-Etag": f'"{blob}"',
+                                             "ETag": f'"{blob}"', "X-Repo-Commit": sha})
+            self._serve(data, {"ETag": f'"{hub.oids[sha][path]}"', "X-Repo-Commit": sha}, head)
+
+        def _cdn(self, blob: str, signature: str, head: bool) -> None:
+            if self.headers.get("Authorization"):
+                with hub._lock:
+                    hub.cdn_authorizations.append(self.headers["Authorization"])
+            if blob not in hub.blobs or not hmac.compare_digest(signature, hub._signature(blob)):
+                expired = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+                return self._send(403, expired, {"Content-Type": "application/xml"})
+            self._serve(hub.blobs[blob], {"ETag": f'"{blob}"'}, head)
+
+        def _serve(self, data: bytes, headers: dict, head: bool) -> None:
+            """`data`, or the byte range the request's `Range` header names (206), with `headers`."""
             start, end, status = 0, len(data), 200
             ranged = re.match(r"bytes=(\d*)-(\d*)$", self.headers.get("Range", ""))
             if ranged and (ranged.group(1) or ranged.group(2)):
@@ -187,8 +244,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 if start >= len(data) and len(data):
                     return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
                 status = 206
-            headers = {"ETag": f'"{hub.oids[sha][path]}"', "X-Repo-Commit": sha, "Accept-Ranges": "bytes",
-                       "Content-Type": "application/octet-stream"}
+            headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
             if status == 206:
                 headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
             self._send(status, data[start:end], headers, head=head)

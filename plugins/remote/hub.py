@@ -23,18 +23,21 @@ from dl.kits.remote.retry import RetryPolicy
 from dl.kits.remote.source import RemoteSource
 from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
+from .hub_cdn import CdnLinks
 from .options import DEFAULT_CACHE_BYTES, remote_kwargs
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 class HubSource(RemoteSource):
-    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are single GETs of the repo's `resolve`
-    URL at the pinned commit, through huggingface_hub's HTTP session and headers (its own retry loop would
-    hide retries from our counters and policy)."""
+    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are GETs through huggingface_hub's HTTP session
+    and headers (its own retry loop would hide retries from our counters and policy). A large file's ranges go to
+    the CDN URL its `resolve` URL redirects to, resolved once per process (`dl.plugins.remote.hub_cdn`), since the
+    Hub limits `resolve` requests."""
 
     def __init__(self, fs, root: str, repo_id: str, sha: str, **kwargs):
         self.repo_id, self.sha = repo_id, sha
+        self._links = CdnLinks()
         super().__init__(fs, root, "hub", url=f"hf://{root}", pinned={"revision": sha}, **kwargs)
 
     @property
@@ -48,8 +51,12 @@ class HubSource(RemoteSource):
     def request_range(self, fs, path: str, start: int | None, end: int | None) -> bytes:
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
-        url, headers = self._request(fs, path, start, end)
-        response = get_session().get(url, headers=headers, timeout=60)
+        if hasattr(get_session(), "build_request"):
+            with self._get(fs, path, start, end) as response:
+                response.read()
+        else:  # huggingface_hub before 1.0: a requests session, which follows each redirect
+            url, headers = self._request(fs, path, start, end)
+            response = get_session().get(url, headers=headers, timeout=60)
         hf_raise_for_status(response)
         data = response.content
         if response.status_code == 200 and (start or end is not None):  # the server ignored the range
@@ -61,12 +68,10 @@ class HubSource(RemoteSource):
         httpx session (huggingface_hub 1.0 and later; before it, its requests session gives one block)."""
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
-        session = get_session()
-        if not hasattr(session, "stream"):
+        if not hasattr(get_session(), "build_request"):
             yield from super().stream_range(fs, path, start, end)
             return
-        url, headers = self._request(fs, path, start, end)
-        with session.stream("GET", url, headers=headers, timeout=60) as response:
+        with self._get(fs, path, start, end) as response:
             if response.status_code >= 400:
                 response.read()  # the error's message is in the body
             hf_raise_for_status(response)
@@ -76,6 +81,15 @@ class HubSource(RemoteSource):
                     block, skip = block[skip:], max(0, skip - len(block))
                 if block:
                     yield block
+
+    def _get(self, fs, path: str, start: int | None, end: int | None):
+        """A GET of bytes `[start, end)` of repo file `path` (None: from the start, to the end) through
+        huggingface_hub's httpx session, its body streamed (a context manager): to the file's CDN URL once it
+        was resolved (`CdnLinks.get`)."""
+        from huggingface_hub.utils import get_session
+
+        url, headers = self._request(fs, path, start, end)
+        return self._links.get(get_session(), path, url, headers, lambda: self.counters.add("requests"))
 
     def _request(self, fs, path: str, start: int | None, end: int | None) -> tuple[str, dict]:
         """(URL, headers) of a GET of the repo file `path` at the pinned commit, bytes `[start, end)` (None: from
