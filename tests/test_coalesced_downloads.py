@@ -1,7 +1,8 @@
 """dl.kits.remote.file_cache.PrefetchCache joins queued pieces that follow one another in a file into one
 download of at most `coalesce_bytes`: fewer requests, each admitted byte still fetched once. A first read's piece
 (depth 0, what a reader starts on) takes only first reads' pieces along; each range of a joint download is ready
-as soon as its own bytes are in, and a joint download that fails fails the ranges not in yet."""
+as soon as its own bytes are in, and a joint download that fails fails the ranges not in yet. Once no reader has
+waited for a download for `calm_s`, downloads join up to `calm_coalesce_bytes`."""
 
 import os
 import threading
@@ -78,14 +79,14 @@ def test_a_failed_joint_download_fails_every_range_in_it(tmp_path):
 
 @settings(max_examples=80, deadline=None, derandomize=True, database=None)
 @given(size=st.integers(1, 400), first=st.integers(1, 40), grow=st.integers(0, 3), coalesce=st.integers(0, 200),
-       threads=st.integers(1, 3),
+       calm=st.none() | st.integers(0, 300), threads=st.integers(1, 3),
        ranges=st.lists(st.tuples(st.integers(0, 399), st.integers(1, 200)), min_size=1, max_size=5))
 def test_joint_downloads_fetch_exactly_the_admitted_bytes_once(tmp_path_factory, size, first, grow, coalesce,
-                                                               threads, ranges):
+                                                               calm, threads, ranges):
     remote = Remote({"v.mp4": bytes(i % 251 for i in range(size))})
     download, order = Calls(remote), PieceOrder(first, first << grow)
     cache = PrefetchCache(tmp_path_factory.mktemp("c"), 10_000, download, threads=threads, order=order,
-                          coalesce_bytes=coalesce)
+                          coalesce_bytes=coalesce, calm_coalesce_bytes=calm)
     pieces = [Piece("v.mp4", a, min(a + n, size)) for a, n in ranges if a < size]
     for key, piece in enumerate(pieces):
         cache.admit(key, [piece])
@@ -93,7 +94,7 @@ def test_joint_downloads_fetch_exactly_the_admitted_bytes_once(tmp_path_factory,
     calls = sorted(download.calls)
     assert all(b <= c for (_, _, b), (_, c, _) in pairwise(calls))  # no byte twice
     assert merged([Piece(*call) for call in calls]) == merged(pieces)  # every admitted byte, nothing else
-    assert all(end - start <= max(coalesce, order.max_bytes) for _, start, end in calls)
+    assert all(end - start <= max(coalesce, calm or 0, order.max_bytes) for _, start, end in calls)
     for piece in pieces:
         assert read_at(cache, "v.mp4", piece.start, piece.end) == remote.files["v.mp4"][piece.start:piece.end]
     cache.close()
@@ -146,4 +147,35 @@ def test_a_joint_download_cut_midway_keeps_the_ranges_already_in_and_fails_the_r
             cache.locate("v.mp4", pos)
     cache.release(0)
     assert cache.reserved == 0 and os.listdir(cache.dir) == []
+    cache.close()
+
+
+@pytest.mark.parametrize(("seconds_since_the_wait", "expected"), [
+    (0.5, [("v.mp4", 10, 110), ("v.mp4", 110, 190), ("v.mp4", 190, 270), ("v.mp4", 270, 350), ("v.mp4", 350, 390)]),
+    (1.5, [("v.mp4", 10, 310), ("v.mp4", 310, 390)]),
+])
+def test_downloads_join_up_to_calm_coalesce_bytes_once_no_reader_has_waited_for_calm_s(
+        tmp_path, seconds_since_the_wait, expected):
+    """A reader that finds its range still queued (it downloads it itself) has waited: for `calm_s` seconds of the
+    cache's clock the downloads after it join up to `coalesce_bytes` (100), later up to `calm_coalesce_bytes` (300)."""
+    data, now, first_piece, go = bytes(i % 251 for i in range(400)), [5.0], threading.Event(), threading.Event()
+
+    def download(rel, start, end, out):
+        if start == 0:  # the download thread holds the first piece until the test lets it go on
+            first_piece.set()
+            go.wait(timeout=30)
+        out.write(data[start:end])
+
+    calls = Calls(Remote({}))
+    calls.remote.download = download
+    cache = PrefetchCache(tmp_path, 1000, calls, threads=1, order=PieceOrder(10, 40), coalesce_bytes=100,
+                          calm_coalesce_bytes=300, calm_s=1.0, clock=lambda: now[0])
+    cache.admit(0, [Piece("v.mp4", 0, 400)])  # pieces 0-10 (depth 0), 10-30, 30-70, 70-110, ..., 350-390, 390-400
+    assert first_piece.wait(timeout=30)
+    assert read_at(cache, "v.mp4", 390, 400) == data[390:]  # queued: this reader waits, downloading it itself
+    now[0] += seconds_since_the_wait
+    go.set()
+    cache.settle()
+    assert calls.calls == [("v.mp4", 0, 10), ("v.mp4", 390, 400), *expected]
+    assert read_at(cache, "v.mp4", 0, 400) == data
     cache.close()

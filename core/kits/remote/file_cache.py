@@ -15,9 +15,11 @@ the first piece of every admitted range before the second of any, or, where the 
 reads (`Ranked` reads), the bytes of every key's first reads before those of any key's second; so a loader that
 opens many episodes at once can start on all of them without waiting for any whole range. A thread taking a piece
 takes the pieces queued right after it in the same file along, in one download of at most `coalesce_bytes` (fewer
-requests: each costs a round trip, and a server's work per request); they stay separate entries, each ready as
-soon as its own bytes are in (`dl.kits.remote.arrivals`), so a reader of the first waits for it alone. A first read's
-piece (depth 0) takes only first reads' pieces along, and one a reader takes over goes alone. Admission never
+requests: each costs a round trip, and a server's work per request), or of at most `calm_coalesce_bytes` once no
+reader has waited for a download for `calm_s` (the downloads are ahead of the readers, so a longer download holds
+no reader back); they stay separate entries, each ready as soon as its own bytes are in (`dl.kits.remote.arrivals`),
+so a reader of the first waits for it alone. A first read's piece (depth 0) takes only first reads' pieces along,
+and one a reader takes over goes alone. Admission never
 blocks the caller: entries wait in line (first come, first served) until the byte limit lets them in, and a
 reader that needs bytes still waiting for room gets `None` and reads them remotely instead, so a full cache
 slows reads down but can never deadlock a loader that admits its next episode before releasing the last one.
@@ -41,6 +43,7 @@ import itertools
 import os
 import shutil
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.util import Finalize
@@ -51,7 +54,7 @@ from .arrivals import Arrivals, save
 from .cache_entry import Download, Entry, Located, State
 from .file_ranges import FileRanges, Piece, merged
 from .peer_copies import PeerCopies, range_name
-from .piece_order import COALESCE_BYTES, PieceOrder, Ranked
+from .piece_order import CALM_S, COALESCE_BYTES, PieceOrder, Ranked
 from .run_folders import run_dir
 
 
@@ -80,13 +83,17 @@ class PrefetchCache:
         on_copied: called, after a download that copied bytes from another process's cache, with their count.
         coalesce_bytes: the most bytes one download of pieces following one another may carry (0: every piece
             alone).
+        calm_coalesce_bytes: the same once no reader has waited for a download (`locate` finding its range queued
+            or downloading) for `calm_s` seconds of `clock`; None: `coalesce_bytes` always.
     """
 
     def __init__(self, base: Path, limit_bytes: int, download: Download, threads: int = 4,
                  on_reserved: Callable[[int], None] | None = None, on_done: Callable[[], None] | None = None,
                  inherited: dict[str, list[Located]] | None = None, order: PieceOrder | None = None,
                  keep_released: bool = False, shared: Callable[[str], str | None] | None = None,
-                 on_copied: Callable[[int], None] | None = None, coalesce_bytes: int = COALESCE_BYTES):
+                 on_copied: Callable[[int], None] | None = None, coalesce_bytes: int = COALESCE_BYTES,
+                 calm_coalesce_bytes: int | None = None, calm_s: float = CALM_S,
+                 clock: Callable[[], float] = time.monotonic):
         if limit_bytes < 1:
             raise DlError(f"cache limit must be >= 1 byte, got {limit_bytes}.")
         self.base, self.limit, self.download, self.threads = Path(base), int(limit_bytes), download, max(1, threads)
@@ -101,6 +108,9 @@ class PrefetchCache:
         self.shared = shared or (lambda rel: None)
         self.on_copied = on_copied or (lambda n: None)
         self.coalesce_bytes = int(coalesce_bytes)
+        self.calm_coalesce_bytes = self.coalesce_bytes if calm_coalesce_bytes is None else int(calm_coalesce_bytes)
+        self.calm_s, self.clock = float(calm_s), clock
+        self._reader_waited = -float("inf")  # when a reader last found its range queued or downloading
         self._peers: PeerCopies | None = None
         self._held: dict[object, dict[Piece, int]] = {}  # each key's entries and the depth it reads them at
         self._idle: dict[Piece, None] = {}  # downloaded entries no key holds, least recently released first
@@ -279,6 +289,8 @@ class PrefetchCache:
             entry = self._entries[found[0]]
             if entry.state is State.WAITING or (not wait and entry.state is not State.READY):
                 return None
+            if entry.state in (State.QUEUED, State.LOADING):
+                self._reader_waited = self.clock()
             claimed = entry.state is State.QUEUED
             if claimed:  # its heap item is skipped when it comes up
                 entry.state = State.LOADING
@@ -377,16 +389,18 @@ class PrefetchCache:
 
     def _take_run(self, entry: Entry) -> list[Entry]:
         """`entry` and the queued entries right after it in its file, while their bytes add up to at most
-        `coalesce_bytes` and, after a first read's piece (depth 0), while they are first reads too (the pieces a
-        first read is cut into: a deeper one would hold a reader's first bytes back): one download, taken (called
-        with the lock held)."""
+        `coalesce_bytes` (`calm_coalesce_bytes` when no reader has waited for `calm_s`) and, after a first read's
+        piece (depth 0), while they are first reads too (the pieces a first read is cut into: a deeper one would
+        hold a reader's first bytes back): one download, taken (called with the lock held)."""
         entry.state = State.LOADING
         run, size = [entry], entry.size
+        calm = self.clock() - self._reader_waited >= self.calm_s
+        limit = self.calm_coalesce_bytes if calm else self.coalesce_bytes
         while True:
             last = run[-1].piece
             after = self._ranges.overlapping(Piece(last.rel, last.end, last.end + 1))
             follower = self._entries[after[0]] if after and after[0].start == last.end else None
-            if (follower is None or follower.state is not State.QUEUED or size + follower.size > self.coalesce_bytes
+            if (follower is None or follower.state is not State.QUEUED or size + follower.size > limit
                     or (entry.depth == 0 and follower.depth > 0)):
                 return run
             follower.state = State.LOADING

@@ -46,6 +46,17 @@ deeper pieces to a depth-0 one too (373 requests) gave 278 and 299 but a later f
 against 0.96 s); on open50, 1 MiB gave no more than 384 KiB (moto 1141 samples/s against 1075-1100, the Hub 1144
 against 1088-1136)."""
 
+CALM_COALESCE_BYTES = 1 << 20
+"""The most bytes one download joins while readers are not waiting for the network (no reader has waited for `CALM_S`):
+the downloads are then ahead of the readers, and fewer, larger requests cost the client and the server less CPU and
+fewer round trips. While readers wait, a long joint download would hold their pieces back behind deeper bytes, so
+joins stay at `COALESCE_BYTES`. Measured behind 20 ms / 80 Mbit/s (`pool`, 2 workers, 30 s windows, 3 interleaved
+repeats, 2026-11-28): on LeRobot's layout (decode-bound) 1 MiB always gave 270, 272, 259 samples/s against 265, 260,
+257 (moto 2.7-2.9 s of CPU against 3.7-3.8 s, 270 requests against 385), but on open50 (its first epoch bound by the
+link) twice the readers' network wait (2.1-2.6 s against 0.9-1.7 s) and 949-1042 against 1012-1089 through moto."""
+CALM_S = 1.0
+"""Seconds without a reader waiting for the network after which downloads join up to `CALM_COALESCE_BYTES`."""
+
 
 class Ranked(NamedTuple):
     """Bytes `[start, end)` of the file `rel` that a reader reads at `rank` (0: first, then 1, ...)."""

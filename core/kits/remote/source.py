@@ -36,6 +36,7 @@ from ...contracts.source import FileSpan
 from .cache_entry import Located
 from .file_cache import Piece, PrefetchCache
 from .file_plan import digest
+from .piece_order import CALM_COALESCE_BYTES
 from .plans import FilePlans
 from .retry import RemoteReadError, RetryPolicy
 from .run_folders import default_base
@@ -111,7 +112,7 @@ class RemoteSource(RemoteStore):
                                        on_reserved=lambda n: self.counters.peak("cache_bytes_peak", n),
                                        on_done=self._first_admission_done, inherited=proc.inherited,
                                        keep_released=self._keeps(limit), shared=self._shared_name,
-                                       on_copied=self._copied_from_peer)
+                                       on_copied=self._copied_from_peer, calm_coalesce_bytes=CALM_COALESCE_BYTES)
         return proc.cache
 
     def _keeps(self, limit: int) -> bool:
