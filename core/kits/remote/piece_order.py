@@ -53,7 +53,9 @@ fewer round trips. While readers wait, a long joint download would hold their pi
 joins stay at `COALESCE_BYTES`. Measured behind 20 ms / 80 Mbit/s (`pool`, 2 workers, 30 s windows, 3 interleaved
 repeats, 2026-11-28): on LeRobot's layout (decode-bound) 1 MiB always gave 270, 272, 259 samples/s against 265, 260,
 257 (moto 2.7-2.9 s of CPU against 3.7-3.8 s, 270 requests against 385), but on open50 (its first epoch bound by the
-link) twice the readers' network wait (2.1-2.6 s against 0.9-1.7 s) and 949-1042 against 1012-1089 through moto."""
+link) twice the readers' network wait (2.1-2.6 s against 0.9-1.7 s) and 949-1042 against 1012-1089 through moto.
+Joining up to 1 MiB only once calm: the layout through moto 271-274 against 258-279 (320-330 requests, moto 2.8-3.1
+s), open50's network wait 0.8-1.3 s (docs/benchmark.md, the set on 58cba7f)."""
 CALM_S = 1.0
 """Seconds without a reader waiting for the network after which downloads join up to `CALM_COALESCE_BYTES`."""
 
