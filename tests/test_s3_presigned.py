@@ -1,8 +1,10 @@
 """`bucket` on S3 streams ranges through presigned URLs in the calling thread (`dl.plugins.remote.s3_presigned`),
 against moto through dl's fault proxy: the bytes asked for, on kept-alive connections, one URL per object; request
 options a URL cannot carry fall back to s3fs's `get_object`; a missing object is a missing file; a source still
-pickles (each process makes its own connections)."""
+pickles (each process makes its own connections); processes started after `prepare` (forked or spawned) read through
+the URLs it made, and a URL is made again once `REUSE_S` old."""
 
+import multiprocessing
 import pickle
 
 import pytest
@@ -10,6 +12,8 @@ import s3fs
 from remote_helpers import s3, s3_source, upload  # noqa: F401 (fixtures)
 
 from dl.contracts.errors import SourceFileNotFoundError
+from dl.contracts.source import FileSpan
+from dl.plugins.remote import s3_presigned
 from dl.plugins.remote.bucket import bucket_filesystem, bucket_source
 from dl.plugins.remote.s3_presigned import presignable
 from dl.testing.fault_proxy import FaultProxy, Faults
@@ -106,3 +110,63 @@ def test_a_source_that_streamed_still_pickles_and_streams_again(s3, blob):  # no
     assert streamed(source, "videos/blob.bin", 5, 50) == data[5:50]
     copy = pickle.loads(pickle.dumps(source))
     assert streamed(copy, "videos/blob.bin", 100, 200) == data[100:200]
+
+
+def _refuse_to_presign(fs, params):
+    raise AssertionError(f"presigned {params} again")
+
+
+def _read_in_child(source, rel: str, start: int, end: int, pipe) -> None:
+    from dl.plugins.remote import s3_presigned
+
+    s3_presigned._presign = _refuse_to_presign  # this process must use the URLs it inherited
+    try:
+        pipe.send(streamed(source, rel, start, end))
+    except Exception as exc:  # the parent's assertion says what failed
+        pipe.send(repr(exc))
+
+
+def test_processes_started_after_prepare_read_through_its_presigned_urls(s3, blob, monkeypatch):  # noqa: F811
+    # a DataLoader worker, forked or spawned, takes the URLs the loader's process made in prepare: no client of its own
+    folder, data = blob
+    url = upload(s3, folder)
+    with FaultProxy(s3.endpoint_url) as proxy:
+        host = s3_source(s3, url, proxy.endpoint_url)
+        host.prepare([FileSpan("videos/blob.bin", size=len(data))])
+        spawned = pickle.loads(pickle.dumps(host))
+        parent, child = multiprocessing.get_context("fork").Pipe()
+        forked = multiprocessing.get_context("fork").Process(target=_read_in_child,
+                                                              args=(host, "videos/blob.bin", 10, 20_000, child))
+        forked.start()
+        got = parent.recv()
+        forked.join()
+        monkeypatch.setattr(s3_presigned, "_presign", _refuse_to_presign)
+        assert got == data[10:20_000]
+        assert streamed(spawned, "videos/blob.bin", 1000, 5000) == data[1000:5000]
+        gets = [line for line in proxy.request_lines if line.startswith("GET ") and "blob.bin" in line]
+    assert len(gets) == 2 and len(set(gets)) == 1  # the host's URL, read by both
+
+
+def test_a_url_is_made_again_once_reuse_s_old(s3, blob, monkeypatch):  # noqa: F811
+    folder, _ = blob
+    fs = s3_source(s3, upload(s3, folder)).fs
+    made = []
+
+    async def counted(fs, params):
+        made.extend(one["Key"] for one in params)
+        return [f"https://signed/{one['Key']}?n={len(made)}" for one in params]
+
+    monkeypatch.setattr(s3_presigned, "_presign", counted)
+    now = [1000.0]
+    ranges = s3_presigned.PresignedRanges(fs, {"tests/a": ("https://inherited/a", 990.0),
+                                               "tests/b": ("https://future/b", 1001.0)}, clock=lambda: now[0])
+    assert ranges.url("tests/a") == "https://inherited/a" and made == []
+    assert ranges.url("tests/b").startswith("https://signed/b")  # made after now: another host's clock, not trusted
+    assert ranges.presign(["tests/a", "tests/c"]) == {"tests/a": "https://inherited/a", "tests/c": "https://signed/c?n=2"}
+    now[0] = 990.0 + s3_presigned.REUSE_S - 1
+    assert ranges.url("tests/a") == "https://inherited/a" and len(made) == 2
+    now[0] = 990.0 + s3_presigned.REUSE_S
+    assert ranges.url("tests/a") == "https://signed/a?n=3"
+    assert set(ranges.urls()) == {"tests/a", "tests/b", "tests/c"}
+    now[0] = 1000.0 + s3_presigned.REUSE_S
+    assert set(ranges.urls()) == {"tests/a"}  # the others are stale for a process started now
