@@ -170,3 +170,19 @@ def test_a_url_is_made_again_once_reuse_s_old(s3, blob, monkeypatch):  # noqa: F
     assert set(ranges.urls()) == {"tests/a", "tests/b", "tests/c"}
     now[0] = 1000.0 + s3_presigned.REUSE_S
     assert set(ranges.urls()) == {"tests/a"}  # the others are stale for a process started now
+
+
+def test_a_selection_that_cannot_be_presigned_up_front_is_presigned_when_read(s3, blob, monkeypatch, caplog):  # noqa: F811
+    folder, data = blob
+    source = s3_source(s3, upload(s3, folder))
+    real = s3_presigned._presign
+
+    async def unreachable(fs, params):
+        raise ConnectionError("the bucket's region could not be asked")
+
+    monkeypatch.setattr(s3_presigned, "_presign", unreachable)
+    with caplog.at_level("WARNING", logger="dl.plugins.remote.bucket"):
+        source.prepare([FileSpan("videos/blob.bin", size=len(data))])
+    assert "presigning the selection's files failed" in caplog.text
+    monkeypatch.setattr(s3_presigned, "_presign", real)
+    assert streamed(source, "videos/blob.bin", 7, 70_007) == data[7:70_007]

@@ -11,6 +11,7 @@ prefetch cache's downloads go through one presigned URL per object (`s3_presigne
 prepares the loader for the DataLoader workers it starts.
 """
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import closing
@@ -26,6 +27,8 @@ from dl.kits.remote.store import STREAM_BLOCK_BYTES
 from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
 from .options import DEFAULT_CACHE_BYTES, remote_kwargs
 from .s3_presigned import PresignedRanges, presignable
+
+log = logging.getLogger(__name__)
 
 S3_SETTINGS = {"S3FileSystem": {"retries": 1}}
 """Attributes set on each process's s3fs instance: one attempt per call (s3fs takes no such option)."""
@@ -45,12 +48,18 @@ class BucketSource(RemoteSource):
 
     def prepare(self, files: list[FileSpan]) -> int:
         """As `RemoteSource.prepare`, then presigns the files of `files` on S3 (0.4 ms each here), so that the
-        DataLoader workers this process starts read them without a client of their own."""
+        DataLoader workers this process starts read them without a client of their own. Presigning is local work,
+        but s3fs may ask the server for a bucket's region first: where that fails, it is logged and each process
+        presigns for itself when it reads (retried and counted as every request)."""
         needed = super().prepare(files)
         fs = self.fs
         if presignable(fs):
             paths = {path for span in files for where, path in [self._where(span.path)] if where is fs}
-            self._presigned_ranges(fs).presign(sorted(paths))
+            try:
+                self._presigned_ranges(fs).presign(sorted(paths))
+            except Exception as exc:  # an optimisation only: the reads presign again, under the retry policy
+                log.warning("%s: presigning the selection's files failed (%s); each process presigns its own",
+                            self.url, exc)
         return needed
 
     def request_range(self, fs, path: str, start: int | None, end: int | None) -> bytes:
