@@ -138,8 +138,9 @@ def test_processes_started_after_prepare_read_through_its_presigned_urls(s3, blo
         forked = multiprocessing.get_context("fork").Process(target=_read_in_child,
                                                               args=(host, "videos/blob.bin", 10, 20_000, child))
         forked.start()
+        assert parent.poll(60), "the forked reader sent nothing within 60 s"
         got = parent.recv()
-        forked.join()
+        forked.join(60)
         monkeypatch.setattr(s3_presigned, "_presign", _refuse_to_presign)
         assert got == data[10:20_000]
         assert streamed(spawned, "videos/blob.bin", 1000, 5000) == data[1000:5000]
