@@ -95,9 +95,10 @@ class GpuSampler:
                 "nvdec_utilization_pct_mean": round(sum(self.decoder) / len(self.decoder), 1)}
 
 
-def section(report: dict, name: str):
-    """Decorator-free section runner: `with section(report, name) as out:` records the body's figures in
-    `report[name]`, or its error and traceback, and goes on."""
+def section(report: dict, name: str, save: Path):
+    """Decorator-free section runner: `with section(report, name, save) as out:` records the body's figures in
+    `report[name]`, or its error and traceback, goes on, and writes the report so far to `save` (a run cut short by
+    a time limit keeps the sections it finished)."""
 
     class _Section:
         def __enter__(self):
@@ -112,14 +113,17 @@ def section(report: dict, name: str):
                 report[name]["error"] = f"{type(exc).__name__}: {exc}"
                 report[name]["traceback"] = traceback.format_exc()
                 print(f"   failed: {report[name]['error']}", flush=True)
-                return True
-            return False
+            save.write_text(json.dumps(report, indent=2))
+            return exc is not None and not isinstance(exc, KeyboardInterrupt)
 
     return _Section()
 
 
 def run_tests(out: dict) -> None:
-    tests = ["tests/test_nvdec.py", "tests/test_conformance_decoders.py", "tests/test_codec_fixes.py"]
+    # the decoder suites, and the tests whose expectations change where a GPU is present
+    tests = ["tests/test_nvdec.py", "tests/test_conformance_decoders.py", "tests/test_codec_fixes.py",
+             "tests/test_cli_decode.py", "tests/test_dataloader_needs.py", "tests/test_diagnose.py",
+             "tests/test_plugins.py"]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *tests],
                           cwd=REPO, capture_output=True, text=True, timeout=3600)
     out.update(exit_status=done.returncode, summary=done.stdout.strip().splitlines()[-1:],
@@ -246,6 +250,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="decode timing per kind and decoder, s")
     parser.add_argument("--duration", type=float, default=10.0, help="dl run's steady window, s")
     parser.add_argument("--processes", default=PROCESSES, help=f"NVDEC saturation: processes at once [{PROCESSES}]")
+    parser.add_argument("--run-codecs", default="h264,hevc", help="the datasets `dl run` runs on [h264,hevc]")
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--cpu-only", action="store_true", help="without a GPU: run the CPU half only")
     parser.add_argument("--out", default="nvdec_gpu.json")
@@ -257,30 +262,30 @@ def main() -> int:
               "checks the rest of the script without one.", file=sys.stderr)
         return 2
     decoders = ["cpu"] if problems else ["cpu", "nvdec"]
-    work = Path(args.work)
+    work, out_path = Path(args.work), Path(args.out)
     work.mkdir(parents=True, exist_ok=True)
     report: dict = {"environment": environment(), "args": vars(args), "gpu_problems": problems}
     if not args.skip_tests and not problems:
-        with section(report, "tests") as out:
+        with section(report, "tests", out_path) as out:
             run_tests(out)
     datasets = {}
-    with section(report, "datasets") as out:
+    with section(report, "datasets", out_path) as out:
         datasets = make_datasets(work, args.root)
         out.update({k: str(v) for k, v in datasets.items()})
-    with section(report, "decode") as out:
+    with section(report, "decode", out_path) as out:
         for codec in ("h264", "hevc", "av1"):
             if codec in datasets:
                 out[codec] = {d: decode_rates(datasets[codec], d, args.seconds) for d in decoders}
                 print(f"   {codec}: {out[codec]}", flush=True)
     if "nvdec" in decoders and "h264" in datasets:
-        with section(report, "saturation") as out:
+        with section(report, "saturation", out_path) as out:
             out.update(saturation(datasets["h264"], [int(n) for n in args.processes.split(",")], args.seconds))
     for decoder in decoders:
-        for codec in ("h264", "hevc"):
+        for codec in args.run_codecs.split(","):
             if codec in datasets:
-                with section(report, f"dl run {codec} {decoder}") as out:
+                with section(report, f"dl run {codec} {decoder}", out_path) as out:
                     out.update(dl_runs(datasets[codec], decoder, args, work))
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    out_path.write_text(json.dumps(report, indent=2))
     print(summary(report))
     print(f"\nwritten: {os.path.abspath(args.out)}")
     failed = [name for name, s in report.items() if isinstance(s, dict) and "error" in s]
