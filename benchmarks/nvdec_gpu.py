@@ -11,9 +11,14 @@ and libx265 for the datasets), then run:
     .venv/bin/python benchmarks/nvdec_gpu.py --out nvdec_gpu.json          # ~10 minutes
     .venv/bin/python benchmarks/nvdec_gpu.py --root DATASET                  # a real dataset as the source
 
+On a GPU machine with torch >= 2.11 for CUDA 13 and no network (torchcodec and FFmpeg missing), carry what
+`benchmarks/offline_gpu/bundle.sh` makes and run `benchmarks/offline_gpu/run.sh` there: PyPI's torchcodec wheels
+from 0.14 on are CUDA 13 builds on torch's stable ABI.
+
 Without a usable GPU it says why and exits 2 before doing anything; `--cpu-only` then runs the CPU half (the
-datasets, the CPU rates and runs) to check the script itself. Every section records its error and the script goes
-on, so one failure does not hide the rest; the exit status is 1 when any section failed.
+datasets, the CPU rates and runs) to check the script itself, and `--datasets-only` makes the datasets and stops.
+Every section records its error and the script goes on, so one failure does not hide the rest; the exit status is
+1 when any section failed.
 """
 
 import argparse
@@ -253,8 +258,13 @@ def main() -> int:
     parser.add_argument("--run-codecs", default="h264,hevc", help="the datasets `dl run` runs on [h264,hevc]")
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--cpu-only", action="store_true", help="without a GPU: run the CPU half only")
+    parser.add_argument("--datasets-only", action="store_true", help="make the datasets in --work and stop")
     parser.add_argument("--out", default="nvdec_gpu.json")
     args = parser.parse_args()
+    if args.datasets_only:
+        for name, root in make_datasets(Path(args.work), args.root).items():
+            print(f"{name}: {root}")
+        return 0
     problems = gpu_problems()
     if problems and not args.cpu_only:
         print("no GPU that nvdec can use here: " + "; ".join(problems) + ". Run this on a machine with an NVIDIA "

@@ -1,6 +1,6 @@
 """benchmarks/nvdec_gpu.py, the one script that measures NVDEC on a GPU machine, as far as it runs here: without a
-GPU it says why and exits 2 before doing anything; with --cpu-only it makes its datasets with `dl transcode` and
-measures the CPU half, so the script itself is known to work before a GPU machine runs it."""
+GPU it says why and exits 2 before doing anything; --datasets-only makes its datasets with `dl transcode`, and
+--cpu-only measures the CPU half on them, so the script itself is known to work before a GPU machine runs it."""
 
 import json
 import subprocess
@@ -29,6 +29,10 @@ def test_without_a_gpu_it_says_why_and_stops(tmp_path):
 def test_the_cpu_half_runs_end_to_end(dataset_factory, tmp_path):
     root = dataset_factory(codec="av1", gop=2, episodes=4, episodes_per_file=2)
     out = tmp_path / "report.json"
+    made = subprocess.run([sys.executable, str(SCRIPT), "--datasets-only", "--root", str(root), "--work",
+                           str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert made.returncode == 0 and not out.exists(), made.stdout[-3000:] + made.stderr[-3000:]
+    assert f"h264: {tmp_path / (root.name + '-h264-g2')}" in made.stdout  # the run below reuses them
     done = subprocess.run([sys.executable, str(SCRIPT), "--cpu-only", "--root", str(root), "--work", str(tmp_path),
                            "--seconds", "0.3", "--duration", "1", "--run-codecs", "h264", "--out", str(out)],
                           capture_output=True, text=True, timeout=900)
