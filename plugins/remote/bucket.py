@@ -25,7 +25,7 @@ from dl.kits.remote.source import RemoteSource
 from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
 from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
-from .options import DEFAULT_CACHE_BYTES, remote_kwargs
+from .options import DEFAULT_CACHE_BYTES, remote_options
 from .s3_presigned import PresignedRanges, presignable
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,9 @@ class BucketSource(RemoteSource):
     through a presigned URL of the object, in the calling thread (`s3_presigned`), or, for requests a URL cannot
     carry (requester pays, customer encryption keys), through s3fs's own aiobotocore client (the `get_object` call
     s3fs's `cat_file` makes); elsewhere in one piece. `prepare` presigns the selection's files, and the processes
-    started after (DataLoader workers, forked or spawned) take those URLs: they read without a client of their own."""
+    started after (DataLoader workers) take those URLs: they read without a client of their own."""
+
+    fs_settings = S3_SETTINGS
 
     def __getstate__(self):
         ranges = self.__dict__.get("_presigned")
@@ -136,24 +138,24 @@ def bucket_source(root: str, data_files_root: str | None = None, revision: str |
         revision: the Hub revision when `root` is an `hf://datasets/` repo (resolved to its sha once per run).
         storage_options: the bulk files' filesystem options, e.g. `endpoint_url`, `profile`, `anon`, `key`.
         prefetch: download each admitted episode's files in the background into the local cache.
-        cache_bytes: the local cache's byte limit for the whole DataLoader (each worker gets its share).
+        cache_bytes: the byte limit of this host's block cache.
         prefetch_threads: download threads per reading process.
         block_size: bytes per request when a file is streamed instead of cached.
         retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
         retry_deadline_s: stop retrying a request after this many seconds.
-        cache_dir: the folder of the prefetch cache's run folders (default: node-local storage, `$SLURM_TMPDIR`
-            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.run_folders.default_base`).
+        cache_dir: where this host's block cache goes (default: node-local storage, `$SLURM_TMPDIR` or `$TMPDIR`,
+            else dl's cache folder: `dl.kits.remote.host_cache.default_base`).
 
     Raises:
         DlError: an unusable URL or option; an unknown Hub repo or revision.
     """
-    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s,
-                           cache_dir)
+    options = remote_options(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s,
+                            cache_dir)
     pinned = {}
     if root.startswith("hf://") and not root.startswith("hf://buckets/"):
         repo_id, rev, sub = parse_repo(root, revision)
         meta_fs = hub_filesystem(None)
-        sha = resolve_revision(repo_id, rev, meta_fs.endpoint, kwargs["retry"])
+        sha = resolve_revision(repo_id, rev, meta_fs.endpoint, options.retry)
         trust_commit(meta_fs, repo_id, sha)
         meta_root = f"datasets/{repo_id}@{sha}" + (f"/{sub}" if sub else "")
         pinned["revision"] = sha
@@ -165,11 +167,9 @@ def bucket_source(root: str, data_files_root: str | None = None, revision: str |
         if pinned:
             raise DlError(f"--root {root} is a Hub repo: give --data-files-root for the data and videos (or use "
                           "--source hub to read everything from the Hub).")
-        return BucketSource(meta_fs, meta_root, "bucket", fs_settings=S3_SETTINGS, **kwargs)
+        return BucketSource(meta_fs, meta_root, "bucket", options=options)
     fs, path = bucket_filesystem(data_files_root, storage_options)
-    url = f"{fs.unstrip_protocol(path)} (metadata: {meta_fs.unstrip_protocol(meta_root)})"
-    return BucketSource(fs, path, "bucket", url=url, meta_fs=meta_fs, meta_root=meta_root, pinned=pinned,
-                        fs_settings=S3_SETTINGS, **kwargs)
+    return BucketSource(fs, path, "bucket", options=options, meta=(meta_fs, meta_root), pinned=pinned)
 
 
 @hookimpl

@@ -20,11 +20,11 @@ from dl.contracts.errors import DlError
 from dl.contracts.hookspecs import hookimpl
 from dl.contracts.source import Source
 from dl.kits.remote.retry import RetryPolicy
-from dl.kits.remote.source import RemoteSource
+from dl.kits.remote.source import RemoteOptions, RemoteSource
 from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
 from .hub_cdn import CdnLinks
-from .options import DEFAULT_CACHE_BYTES, remote_kwargs
+from .options import DEFAULT_CACHE_BYTES, remote_options
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -35,10 +35,10 @@ class HubSource(RemoteSource):
     the CDN URL its `resolve` URL redirects to, resolved once per process (`dl.plugins.remote.hub_cdn`), since the
     Hub limits `resolve` requests."""
 
-    def __init__(self, fs, root: str, repo_id: str, sha: str, **kwargs):
+    def __init__(self, fs, root: str, repo_id: str, sha: str, options: RemoteOptions):
         self.repo_id, self.sha = repo_id, sha
         self._links = CdnLinks()
-        super().__init__(fs, root, "hub", url=f"hf://{root}", pinned={"revision": sha}, **kwargs)
+        super().__init__(fs, root, "hub", options=options, pinned={"revision": sha})
 
     @property
     def fs(self) -> "fsspec.AbstractFileSystem":
@@ -206,29 +206,29 @@ def hub_source(root: str, revision: str | None = None, storage_options: dict | N
         revision: branch, tag or commit sha (default: `main`); resolved to the sha once per run.
         storage_options: HfFileSystem options (e.g. `endpoint`; HF_ENDPOINT sets it too). Never a token.
         prefetch: download each admitted episode's files in the background into the local cache.
-        cache_bytes: the local cache's byte limit for the whole DataLoader (each worker gets its share).
+        cache_bytes: the byte limit of this host's block cache.
         prefetch_threads: download threads per reading process.
         block_size: bytes per request when a file is streamed instead of cached.
         retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
         retry_deadline_s: stop retrying a request after this many seconds.
-        cache_dir: the folder of the prefetch cache's run folders (default: node-local storage, `$SLURM_TMPDIR`
-            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.run_folders.default_base`).
+        cache_dir: where this host's block cache goes (default: node-local storage, `$SLURM_TMPDIR` or `$TMPDIR`,
+            else dl's cache folder: `dl.kits.remote.host_cache.default_base`).
 
     Raises:
         DlError: a bad repo id, an unknown repo or revision, offline without a cached snapshot.
     """
     from huggingface_hub import constants
 
-    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s,
-                           cache_dir)
+    options = remote_options(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s,
+                            cache_dir)
     repo_id, rev, sub = parse_repo(root, revision)
     if constants.is_offline_mode():
         return offline_snapshot(repo_id, rev, sub)
     fs = hub_filesystem(storage_options)
-    sha = resolve_revision(repo_id, rev, fs.endpoint, kwargs["retry"])
+    sha = resolve_revision(repo_id, rev, fs.endpoint, options.retry)
     trust_commit(fs, repo_id, sha)
     path = f"datasets/{repo_id}@{sha}" + (f"/{sub}" if sub else "")
-    return HubSource(fs, path, repo_id, sha, **kwargs)
+    return HubSource(fs, path, repo_id, sha, options=options)
 
 
 @hookimpl

@@ -10,9 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ...contracts.source import FileSpan
 from ..mp4_index import Mp4IndexError, merge_ranges
 from .file_plan import FilePlan, ParquetPlanError, Part, plan_parquet, plan_video, rows_part, video_part
-from .file_ranges import Piece
-from .piece_order import Ranked
-from .span_reads import ranked_reads
+from .prefetch import Piece
+from .span_reads import Ranked, ranked_reads
 
 log = logging.getLogger(__name__)
 

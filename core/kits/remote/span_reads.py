@@ -23,10 +23,21 @@ miss made the decoder wait for the deeper piece holding them, a round trip in th
 read costs time, never data: ranks only order downloads, and every byte of the span is fetched either way.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..mp4_index import READ_AHEAD_BYTES, SampleIndex
-from .piece_order import Ranked
+
+
+class Ranked(NamedTuple):
+    """Bytes `[start, end)` of the file `rel` that a reader reads at `rank` (0: first, then 1, ...)."""
+
+    rel: str
+    start: int
+    end: int
+    rank: int
+
 
 MARGIN_BYTES = 32 << 10
 """Bytes a read placed by proportion is widened by at each end: ~5 frames of a 640x480 camera at real bitrates

@@ -2,12 +2,11 @@
 
 Generic over fsspec filesystems (S3, GCS, the Hugging Face Hub, HTTP, memory...). Each request (listing, file
 facts, byte range) runs under a `dl.kits.remote.retry.RetryPolicy`, which retries transient errors with backoff
-and raises a clear error naming the URL when it gives up, and inside `dl.kits.remote.fork_guard.request_in_flight`
-(no DataLoader worker is forked in the middle of one). Counters (`dl.kits.remote.source_counters`) are summed
+and raises a clear error naming the URL when it gives up. Counters (`dl.kits.remote.source_counters`) are summed
 over DataLoader workers. A range that comes back shorter than asked, or past the end of the file as listed, is
 an error naming the file (it changed since it was listed), never bytes handed on. Listings keep each file's size
 and fingerprint, so `fingerprint` asks nothing per listed file. `dl.kits.remote.source.RemoteSource` adds byte-range
-plans and prefetch on top.
+plans and the host's block cache on top.
 """
 
 import os
@@ -19,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from ...contracts.errors import DlError
 from ...contracts.source import Source, file_facts
-from .fork_guard import request_in_flight
 from .retry import Failure, RemoteReadError, RetryPolicy, classify
 from .source_counters import STATS_MERGE, SourceCounters
 
@@ -41,32 +39,30 @@ class RemoteStore(Source):
 
     Args:
         fs, root, name: as `dl.Source` (the bulk files: data and videos).
-        url: the dataset's URL for messages, results and cache keys (default: `fs.unstrip_protocol(root)`).
-        meta_fs, meta_root: where `meta/` lives when it is elsewhere (metadata on the Hub, data in a bucket).
+        meta: `(filesystem, root)` of `meta/` when it lives elsewhere (metadata on the Hub, data in a bucket).
         retry: the retry policy of every request.
         pinned: what `pinned_options()` returns.
-        fs_settings: `{filesystem class name: {attribute: value}}` set on each process's filesystem instances
-            (e.g. s3fs's own `retries` attribute, which its constructor does not take).
 
     Raises (from reads): `SourceFileNotFoundError` (404: never retried), `dl.kits.remote.retry.RemoteReadError`
     (also for a file that changed since it was listed).
     """
 
     stats_merge = STATS_MERGE
+    fs_settings: dict[str, dict] = {}
+    """`{filesystem class name: {attribute: value}}` set on each process's filesystem instances (e.g. s3fs's own
+    `retries` attribute, which its constructor does not take)."""
 
-    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *, url: str | None = None,
-                 meta_fs: "fsspec.AbstractFileSystem | None" = None, meta_root: str | None = None,
-                 retry: RetryPolicy | None = None, pinned: dict | None = None,
-                 fs_settings: dict[str, dict] | None = None):
+    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *,
+                 meta: "tuple[fsspec.AbstractFileSystem, str] | None" = None, retry: RetryPolicy | None = None,
+                 pinned: dict | None = None):
         super().__init__(fs, root, name)
-        if url is not None:
-            self.__dict__["url"] = url  # the cached_property's slot
-        self._meta_fs, self._meta_pid = meta_fs, os.getpid()
+        self._meta_fs, self._meta_pid = (meta[0] if meta else None), os.getpid()
         self._meta_local: tuple[int, fsspec.AbstractFileSystem] | None = None  # (pid, this process's meta_fs)
-        self.meta_root = (meta_root.rstrip("/") if meta_root is not None else None)
+        self.meta_root = meta[1].rstrip("/") if meta else None
+        if meta:
+            self.__dict__["url"] = f"{fs.unstrip_protocol(self.root)} (metadata: {meta[0].unstrip_protocol(meta[1])})"
         self.retry = retry or RetryPolicy()
         self._pinned = dict(pinned or {})
-        self.fs_settings = dict(fs_settings or {})
         self.counters = SourceCounters()
         self._sizes: dict[str, int] = {}
         self._facts: dict[str, str] = {}  # fingerprints from listings
@@ -109,8 +105,7 @@ class RemoteStore(Source):
         """`request()` under the retry policy, counted."""
         def attempt():
             self.counters.add("requests")
-            with request_in_flight():  # no DataLoader worker is forked in the middle of it (dl.kits.remote.fork_guard)
-                return request()
+            return request()
 
         try:
             return self.retry.call(attempt, f"{self.url}/{rel}", self._on_retry)

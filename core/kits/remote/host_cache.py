@@ -1,0 +1,138 @@
+"""One cache of remote files' bytes per host: fixed-size blocks in one folder that every process of every run on
+the host shares (the host's own reads, its ranks, their DataLoader workers).
+
+A block is `BLOCK_BYTES` of one version of one file (`name`: a digest of the dataset's URL, the file and its listed
+size and ETag or checksum, so a changed file or another dataset never matches), stored as `<folder>/<name>.<n>`.
+A block is written under a temporary name and renamed, so a reader sees it whole or not at all; one process
+downloads it while the others wait on its lock (`filelock`, a `.lock` file beside it). The folder is bounded in
+bytes: every `limit / EVICT_EVERY` bytes a process writes, it deletes the least recently used blocks until the
+folder holds at most `limit` (a reader marks a block used by its modification time). Each host has a folder of its
+own under the base (`host-<name>`), and evicts only in it: a base that several nodes share (a home directory) is
+never cleaned by another node.
+"""
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+from filelock import FileLock
+
+from ..paths import cache_dir
+
+BLOCK_BYTES = 128 << 10
+"""The cache's unit: about a keyframe and the first frames of a 640x480 camera episode at real bitrates (~6 KB a
+frame) plus a decoder's 64 KiB read-ahead: the first block of an episode's frames is what a decoder starts on."""
+EVICT_EVERY = 8
+"""A process checks the folder's size each time it has written this fraction of the limit."""
+TOUCH_S = 30.0
+"""A process marks a block it reads as used at most once in this many seconds."""
+STALE_TMP_S = 3600.0
+"""A temporary file this old is left over from a process that died while writing it: eviction deletes it."""
+HOST_ENV = "DL_HOSTNAME"
+"""Overrides the host name of the cache's folder (default: `socket.gethostname()`), e.g. where nodes share one."""
+
+
+def host_name() -> str:
+    """`$DL_HOSTNAME`, else `socket.gethostname()`, path separators replaced."""
+    return (os.environ.get(HOST_ENV) or socket.gethostname() or "localhost").replace("/", "_").replace(os.sep, "_")
+
+
+def default_base() -> Path:
+    """Where the cache goes unless a source's `cache_dir` says otherwise: node-local storage when the environment
+    names it (`$SLURM_TMPDIR`, then `$TMPDIR`, each `.../dl-remote`), else dl's cache folder
+    (`dl.kits.paths.cache_dir("remote")`)."""
+    for variable in ("SLURM_TMPDIR", "TMPDIR"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable]) / "dl-remote"
+    return cache_dir("remote")
+
+
+def host_folder(base: str | None) -> Path:
+    """This host's folder under `base` (None: `default_base()`): `host-<host_name()>`. Resolved where a source is
+    built, so its DataLoader workers (which may start from a process with another environment: the forkserver) use
+    the same one."""
+    return (Path(os.path.expanduser(base)) if base else default_base()) / f"host-{host_name()}"
+
+
+class HostCache:
+    """This host's blocks in its `folder` (`host_folder`), at most `limit_bytes` of them."""
+
+    def __init__(self, folder: Path, limit_bytes: int):
+        self.dir, self.limit = Path(folder), int(limit_bytes)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._written, self._touched = 0, {}
+        self._guard = threading.Lock()
+
+    def path(self, name: str, block: int) -> str:
+        return f"{self.dir}/{name}.{block}"
+
+    def get(self, name: str, block: int) -> str | None:
+        """The block's file when it is here (marked used), else None."""
+        path = self.path(name, block)
+        now = time.monotonic()
+        if now - self._touched.get(path, -TOUCH_S) < TOUCH_S:
+            return path if os.path.exists(path) else None
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            return None
+        self._touched[path] = now
+        return path
+
+    def lock(self, name: str, block: int) -> FileLock:
+        """The block's lock (not taken): `acquire(timeout=0)` raises `filelock.Timeout` while another holds it."""
+        return FileLock(f"{self.path(name, block)}.lock", thread_local=False, poll_interval=0.005)
+
+    def save(self, name: str, block: int, data) -> None:
+        """Write the block (bytes-like) under a temporary name and rename it; evict when due."""
+        path = self.path(name, block)
+        part = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
+        try:
+            with open(part, "wb") as out:
+                out.write(data)
+            os.replace(part, path)
+        except BaseException:
+            try:
+                os.remove(part)
+            except FileNotFoundError:
+                pass
+            raise
+        with self._guard:
+            self._written += len(data)
+            due = self._written >= self.limit // EVICT_EVERY
+            if due:
+                self._written = 0
+        if due:
+            self.evict()
+
+    def remove(self, name: str, block: int) -> None:
+        for path in (self.path(name, block), f"{self.path(name, block)}.lock"):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
+    def evict(self) -> int:
+        """Delete this host's least recently used blocks until its folder holds at most `limit` bytes, and
+        temporary files older than `STALE_TMP_S`. Returns the bytes the blocks left take."""
+        blocks, now = [], time.time()
+        for entry in os.scandir(self.dir):
+            try:
+                info = entry.stat()
+            except FileNotFoundError:
+                continue
+            if entry.name.endswith(".tmp"):
+                if now - info.st_mtime > STALE_TMP_S:
+                    Path(entry.path).unlink(missing_ok=True)
+            elif not entry.name.endswith(".lock"):
+                blocks.append((info.st_mtime, info.st_size, entry.name))
+        total = sum(size for _, size, _ in blocks)
+        for _, size, name in sorted(blocks):
+            if total <= self.limit:
+                break
+            stem, _, block = name.rpartition(".")
+            self.remove(stem, int(block))
+            total -= size
+        return total

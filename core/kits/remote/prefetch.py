@@ -1,0 +1,128 @@
+"""Which blocks an admitted episode needs and in which order (`block_runs`), and the threads of one process that
+download them (`Prefetcher`).
+
+A loader admits many episodes at once (the pool opens `episode_pool_size` of them and draws its first batch from
+all of them), so each block gets a depth, and the threads download the shallowest first, ties in admission order:
+- a range read from its start (a decoder opens at its first keyframe and reads on) has its blocks at depths that
+  grow as the range goes on: its first block at 0, the next 2 at 1, the next 4 at 2, ... So the first block of
+  every admitted range comes before the second of any, and deeper bytes go in longer downloads;
+- where the loader says in which order it reads a video span (`FileSpan.reads`, placed in its bytes by
+  `dl.kits.remote.span_reads`: the pool's chunks, ranked by their first draw), a block's depth is the lowest rank
+  of a read in it, and blocks no read falls in come last.
+Adjacent blocks of one file at one depth go in one download of at most `RUN_BLOCKS` blocks (fewer requests: each
+costs a round trip and a server's work).
+"""
+
+import heapq
+import itertools
+import threading
+from collections.abc import Callable
+from typing import NamedTuple
+
+from .span_reads import Ranked
+
+RUN_BLOCKS = 8
+"""The most blocks one download carries (1 MiB of `dl.kits.remote.host_cache.BLOCK_BYTES`)."""
+
+
+class Piece(NamedTuple):
+    """Bytes `[start, end)` of the file `rel`."""
+
+    rel: str
+    start: int
+    end: int
+
+
+class Run(NamedTuple):
+    """Blocks `first..last` of the file `rel`, downloaded at `depth` (0: first)."""
+
+    depth: int
+    rel: str
+    first: int
+    last: int
+
+
+def block_runs(pieces: list[Piece], reads: list[Ranked], block_bytes: int) -> list[Run]:
+    """The downloads of the blocks holding `pieces`, each block at its depth (above; the shallowest any piece
+    gives it), ascending in each file."""
+    depth: dict[tuple[str, int], int] = {}
+    for piece in pieces:
+        mine = [r for r in reads if r.rel == piece.rel]
+        after = max((r.rank for r in mine), default=-1) + 1
+        first = piece.start // block_bytes
+        for n in range(first, (piece.end - 1) // block_bytes + 1):
+            lo, hi = n * block_bytes, (n + 1) * block_bytes
+            d = (min((r.rank for r in mine if r.start < hi and lo < r.end), default=after) if mine
+                 else (n - first + 1).bit_length() - 1)
+            depth[piece.rel, n] = min(d, depth.get((piece.rel, n), d))
+    runs: list[Run] = []
+    for (rel, n), d in sorted(depth.items()):
+        last = runs[-1] if runs else None
+        if last and (last.rel, last.last + 1, last.depth) == (rel, n, d) and n - last.first < RUN_BLOCKS:
+            runs[-1] = last._replace(last=n)
+        else:
+            runs.append(Run(d, rel, n, n))
+    return runs
+
+
+class Prefetcher:
+    """`threads` download threads of one process (started on the first task), taking tasks shallowest first, ties in
+    the order they came. A task is a function of no arguments (a download); one that fails is held against its
+    key for `wait` (a reader that needs the bytes fetches them itself, and gets the error there)."""
+
+    def __init__(self, threads: int):
+        self.threads = max(1, int(threads))
+        self._queue: list[tuple[int, int, object, Callable[[], None]]] = []
+        self._numbers = itertools.count()
+        self._pending: dict[object, int] = {}  # tasks of a key queued or running
+        self._errors: dict[object, BaseException] = {}
+        self._cond = threading.Condition()
+        self._workers: list[threading.Thread] = []
+
+    def submit(self, key: object, depth: int, task: Callable[[], None]) -> None:
+        with self._cond:
+            heapq.heappush(self._queue, (depth, next(self._numbers), key, task))
+            self._pending[key] = self._pending.get(key, 0) + 1
+            while len(self._workers) < self.threads:
+                worker = threading.Thread(target=self._work, name=f"dl-prefetch-{len(self._workers)}", daemon=True)
+                worker.start()
+                self._workers.append(worker)
+            self._cond.notify()
+
+    def cancel(self, key: object) -> None:
+        """Drop `key`'s tasks not started (those running finish) and its error."""
+        with self._cond:
+            kept = [item for item in self._queue if item[2] != key]
+            self._pending[key] = self._pending.get(key, 0) - (len(self._queue) - len(kept))
+            if self._pending[key] <= 0:
+                del self._pending[key]
+            self._queue = kept
+            heapq.heapify(self._queue)
+            self._errors.pop(key, None)
+
+    def wait(self, key: object) -> None:
+        """Block until every task of `key` has run; raises the first error one of them raised."""
+        with self._cond:
+            while self._pending.get(key):
+                self._cond.wait()
+            error = self._errors.pop(key, None)
+        if error is not None:
+            raise error
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                _, _, key, task = heapq.heappop(self._queue)
+            try:
+                task()
+            except Exception as exc:  # held for `wait`; a reader of these bytes fetches them again itself
+                with self._cond:
+                    self._errors.setdefault(key, exc)
+            finally:
+                with self._cond:
+                    self._pending[key] -= 1
+                    if not self._pending[key]:
+                        del self._pending[key]
+                    self._cond.notify_all()
