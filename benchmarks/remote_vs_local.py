@@ -12,7 +12,8 @@ caps bandwidth, all on loopback, runs interleaved so a noisy machine affects eac
 10 episodes per video and data file, 2 cameras, AV1 GOP 2 at 640x480 (~6 KB per frame), one row group per data
 file.
 
-Prints one line per run (with its samples per second from the DataLoader's start, `samples_per_bin`, its decoded
+Each remote run starts with an empty host cache (a `cache_dir` of its own), so no run reads what an earlier one
+fetched. Prints one line per run (with its samples per second from the DataLoader's start, `samples_per_bin`, its decoded
 frames/s, peak memory of all its processes and the distinct episodes per batch, as `dl run` reports them) and a summary
 per configuration (median samples/s and its ratio to local, first batch, bytes fetched / needed, time to the first
 admission's ranges, and the cores busy over each run: the servers and proxies, which run in this process and in
@@ -107,7 +108,8 @@ def main() -> int:
             for repeat in range(args.repeats):
                 for config in configs:
                     cpu = _cpu_s(s3.pid)
-                    result = dl_run(args, Path(tmp) / f"{config}-{repeat}", sources[config])
+                    fresh = [] if config == "local" else ["--source-option", f"cache_dir={tmp}/{config}-{repeat}-cache"]
+                    result = dl_run(args, Path(tmp) / f"{config}-{repeat}", sources[config] + fresh)
                     server_s, run_s, wall_s = (b - a for a, b in zip(cpu, _cpu_s(s3.pid), strict=True))
                     row = {"config": config, "repeat": repeat, "status": result.get("status"),
                            "samples_per_s": result.get("samples_per_s"),

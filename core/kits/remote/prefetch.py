@@ -43,10 +43,10 @@ class Run(NamedTuple):
 
 
 def block_runs(pieces: list[Piece], reads: list[Ranked], block_bytes: int) -> list[Run]:
-    """The downloads of the blocks holding `pieces`, each block at its depth (above; the shallowest any piece
-    gives it), ascending in each file."""
+    """The downloads of the blocks holding `pieces` (joined where they overlap or meet), each block at its depth
+    (above), ascending in each file."""
     depth: dict[tuple[str, int], int] = {}
-    for piece in pieces:
+    for piece in merged(pieces):
         mine = [r for r in reads if r.rel == piece.rel]
         after = max((r.rank for r in mine), default=-1) + 1
         first = piece.start // block_bytes
@@ -63,6 +63,17 @@ def block_runs(pieces: list[Piece], reads: list[Ranked], block_bytes: int) -> li
         else:
             runs.append(Run(d, rel, n, n))
     return runs
+
+
+def merged(pieces: list[Piece]) -> list[Piece]:
+    """`pieces` sorted, those that overlap or meet joined."""
+    out: list[Piece] = []
+    for piece in sorted(pieces):
+        if out and out[-1].rel == piece.rel and piece.start <= out[-1].end:
+            out[-1] = out[-1]._replace(end=max(out[-1].end, piece.end))
+        else:
+            out.append(piece)
+    return out
 
 
 class Prefetcher:
