@@ -5,83 +5,34 @@ benchmark keeps `meta/` on the Hub and data and videos in a bucket: `--data-file
 Storage options (endpoint URL, credentials profile, anonymous access) go to the filesystem of the bulk
 files as given (`--storage-option KEY=VALUE`, `source_options={"storage_options": {...}}`). On S3 the
 library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `total_max_attempts=1`
-unless given), so every retry happens, and is counted, in `dl.kits.remote.source.RemoteSource`, and requests are
-signed with SigV4 unless `config_kwargs` names another version, presigned URLs included: ranged reads and the
-prefetch cache's downloads go through one presigned URL per object (`s3_presigned`), made by the process that
-prepares the loader for the DataLoader workers it starts.
+unless given), so every retry happens, and is counted, in `dl.kits.remote.store.RemoteStore`.
 """
 
-import logging
-import os
 from collections.abc import Iterator
-from contextlib import closing
 
 import fsspec
 
 from dl.contracts.errors import DlError
 from dl.contracts.hookspecs import hookimpl
-from dl.contracts.source import FileSpan
 from dl.kits.remote.source import RemoteSource
 from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
 from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
 from .options import DEFAULT_CACHE_BYTES, remote_options
-from .s3_presigned import PresignedRanges, presignable
-
-log = logging.getLogger(__name__)
 
 S3_SETTINGS = {"S3FileSystem": {"retries": 1}}
 """Attributes set on each process's s3fs instance: one attempt per call (s3fs takes no such option)."""
 
 
 class BucketSource(RemoteSource):
-    """A `RemoteSource` on any fsspec filesystem. On S3 a range's response body is read in blocks as it arrives:
-    through a presigned URL of the object, in the calling thread (`s3_presigned`), or, for requests a URL cannot
-    carry (requester pays, customer encryption keys), through s3fs's own aiobotocore client (the `get_object` call
-    s3fs's `cat_file` makes); elsewhere in one piece. `prepare` presigns the selection's files, and the processes
-    started after (DataLoader workers) take those URLs: they read without a client of their own."""
+    """A `RemoteSource` on any fsspec filesystem. On S3 a range's response body is read in blocks as it arrives
+    (the `get_object` call s3fs's `cat_file` makes, through s3fs's client); elsewhere in one piece."""
 
     fs_settings = S3_SETTINGS
-
-    def __getstate__(self):
-        ranges = self.__dict__.get("_presigned")
-        urls = ranges.urls() if ranges is not None else self.__dict__.get("_presigned_urls")
-        return {**super().__getstate__(), "_presigned": None, "_presigned_urls": urls}  # connections stay here
-
-    def prepare(self, files: list[FileSpan]) -> int:
-        """As `RemoteSource.prepare`, then presigns the files of `files` on S3 (0.4 ms each here), so that the
-        DataLoader workers this process starts read them without a client of their own. Presigning is local work,
-        but s3fs may ask the server for a bucket's region first: where that fails, it is logged and each process
-        presigns for itself when it reads (retried and counted as every request)."""
-        needed = super().prepare(files)
-        fs = self.fs
-        if presignable(fs):
-            paths = {path for span in files for where, path in [self._where(span.path)] if where is fs}
-            try:
-                self._presigned_ranges(fs).presign(sorted(paths))
-            except Exception as exc:  # an optimisation only: the reads presign again, under the retry policy
-                log.warning("%s: presigning the selection's files failed (%s); each process presigns its own",
-                            self.url, exc)
-        return needed
-
-    def request_range(self, fs, path: str, start: int | None, end: int | None) -> bytes:
-        """A bounded range of an S3 object through its presigned URL (as downloads go); else as the store does."""
-        if start is None or end is None or not presignable(fs):
-            return super().request_range(fs, path, start, end)
-        out = bytearray()
-        with closing(self._presigned_ranges(fs).stream(path, start, end)) as blocks:  # closed: its response too
-            for block in blocks:
-                out += block[:end - start - len(out)]
-                if len(out) == end - start:
-                    break
-        return bytes(out)
 
     def stream_range(self, fs, path: str, start: int, end: int) -> Iterator[bytes]:
         if type(fs).__name__ != "S3FileSystem" or not hasattr(fs, "_call_s3"):  # another store, or another s3fs
             yield from super().stream_range(fs, path, start, end)
-            return
-        if presignable(fs):
-            yield from self._presigned_ranges(fs).stream(path, start, end)
             return
         from fsspec.asyn import sync
 
@@ -96,14 +47,6 @@ class BucketSource(RemoteSource):
         finally:
             body.close()
 
-    def _presigned_ranges(self, fs) -> PresignedRanges:
-        """This process's `PresignedRanges` of `fs`, holding the URLs of the process that started this one."""
-        ranges = self.__dict__.get("_presigned")
-        if ranges is None or ranges.pid != os.getpid() or ranges.fs is not fs:  # none yet, or forked
-            urls = ranges.urls() if ranges is not None else self.__dict__.pop("_presigned_urls", None)
-            ranges = self.__dict__["_presigned"] = PresignedRanges(fs, urls)
-        return ranges
-
 
 def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.AbstractFileSystem, str]:
     """(filesystem, path without protocol) for `url`, with dl's retry defaults on S3.
@@ -116,7 +59,7 @@ def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.Ab
     if protocol in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # the first try only
-        config.setdefault("signature_version", "s3v4")  # presigned URLs too (`s3_presigned`), as every region takes
+        config.setdefault("signature_version", "s3v4")  # as every region takes
         options["config_kwargs"] = config
     try:
         return fsspec.core.url_to_fs(url, **options)
