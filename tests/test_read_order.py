@@ -1,5 +1,5 @@
 """The order a remote source downloads what the pool reads: the pool's chunk order as it will open its chunks
-(`ChunkPool.read_order`, `on_open`), those reads placed in a video span's bytes (`dl.kits.remote.span_reads`),
+(`ChunkPool.read_order`), those reads placed in a video span's bytes (`dl.kits.remote.span_reads`),
 the block downloads they make (`block_runs`: each block at the lowest rank of a read in it; without reads, depths
 that grow along the range) and the download threads taking them shallowest first (`Prefetcher`)."""
 
@@ -24,13 +24,11 @@ def test_read_order_at_admission_is_the_order_chunks_open(lengths, pool_size, ch
     episodes = np.arange(100, 100 + len(lengths))
     pool = ChunkPool(episodes, np.array(lengths), pool_size, chunk_frames, open_chunks, np.random.default_rng(seed))
     predicted = {e: pool.read_order(e) for e in pool.open_episodes()}
-    open_at_start = sum(order[0][2] == 0 for order in predicted.values() if order)
-    told = []
 
     def admitted(e):
         predicted[e] = pool.read_order(e)
 
-    pool.on_admit, pool.on_open = admitted, told.append
+    pool.on_admit = admitted
     opened: dict[int, list[int]] = {}
     seen = set()
     for e, _, _ in pool:
@@ -43,25 +41,12 @@ def test_read_order_at_admission_is_the_order_chunks_open(lengths, pool_size, ch
         assert ranks == list(range(ranks[0], ranks[0] + len(ranks))) and ranks[0] in (0, 1)
         assert [first for first, _, _ in order] == opened[e]
         assert all(0 <= last - first < chunk_frames for first, last, _ in order)
-    # every chunk that opened after the pool was built was told, with its episode
-    assert len(told) == len(seen) - open_at_start
-    assert set(told) <= set(opened)
 
 
 def test_an_episode_waiting_for_a_slot_starts_at_rank_one():
     pool = ChunkPool(np.arange(4), np.array([32, 32, 32, 32]), 4, 8, 1, np.random.default_rng(0))
     ranks = {e: pool.read_order(e)[0][2] for e in pool.open_episodes()}
     assert sorted(ranks.values()) == [0, 1, 1, 1]  # one slot: one open chunk
-
-
-def test_on_open_names_the_episode_whose_chunk_opened():
-    pool = ChunkPool(np.arange(3), np.array([20, 20, 20]), 3, 5, 2, np.random.default_rng(1))
-    calls = []
-    pool.on_open = lambda e: calls.append((e, pool.read_order(e)[0][2]))
-    for _ in pool:
-        pass
-    assert calls and all(rank == 0 for _, rank in calls)  # when told, the episode's open chunk is its rank 0
-    assert len(calls) == 3 * 4 - 2  # 12 chunks; the 2 open at the start were open before anyone listened
 
 
 # ------------------------------------------------------------------------------------------- placing reads

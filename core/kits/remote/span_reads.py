@@ -1,26 +1,13 @@
 """Where a loader's reads of a video span fall in the span's bytes, placed from their times.
 
-A span's `dl.kits.remote.file_plan.Part` keeps its byte ranges (its frames from the keyframe at or before the
-first, in decode order, plus the decoder's read-ahead), not each frame's offset: the frame tables of a million
-episodes would not fit in every worker. It keeps at most `MAX_MARKS` of its keyframes instead (`keyframe_marks`:
-each one's time and offset in the span's bytes). A read of the frames between two times is placed from the last
-mark at or before its start (a keyframe: where the decoder starts) to the first mark after its end (every frame
-shown before a keyframe comes before it in the file, in a track without B-frames). A span without marks (B-frames,
-or a `Part` of another kind) is placed by proportion (a camera episode's frames are about the same size: a
-constant frame rate and GOP, as LeRobot records), widened by `MARGIN_BYTES` on both sides (the keyframe before its
-first frame, the estimate's error).
-
-A read is placed without the decoder's read-ahead (`dl.kits.mp4_index.READ_AHEAD_BYTES`): the decoder reads
-through a view that ends a buffer fill at bytes not downloaded yet (`dl.kits.remote.views.CachedView`'s `fills`),
-so the bytes past a read's frames come at the rank of the read that needs them. Placed with the read-ahead, every
-chunk of a `pool` loader also ranked the next chunk's first 64 KiB at its own rank: on open50 (~6 KB a frame)
-each round of first reads carried twice the bytes its frames need, and the link, full while an epoch downloads,
-delivered the frames the pool decodes next half as fast.
-
-Why marks: on open50 (12-frame GOPs, frame sizes that follow the scene) a proportional read missed the bytes the
-decoder read, at its start (the lead from the keyframe) or its end, for most chunks a `pool` loader opened; each
-miss made the decoder wait for the deeper piece holding them, a round trip in the decoding thread. A misplaced
-read costs time, never data: ranks only order downloads, and every byte of the span is fetched either way.
+A span's `dl.kits.remote.file_plan.Part` keeps its byte ranges, not each frame's offset (the frame tables of a
+million episodes would not fit in every worker), and at most `MAX_MARKS` of its keyframes (`keyframe_marks`: each
+one's time and offset in the span's bytes). A read of the frames between two times is placed from the last mark at
+or before its start (where the decoder starts) to the first mark after its end (in a track without B-frames every
+frame shown before a keyframe comes before it in the file). A span without marks (B-frames) is placed by
+proportion, widened by `MARGIN_BYTES` on both sides. A read is placed without the decoder's read-ahead: the view
+ends a buffer fill at bytes not downloaded yet (`dl.kits.remote.views.CachedView`'s `fills`). A misplaced read
+costs time, never data: ranks only order downloads.
 """
 
 from typing import NamedTuple
