@@ -117,8 +117,9 @@ def test_dropped_blocks_are_fetched_again(s3, long_video):  # noqa: F811
     source.admit("ceiling", spans, wait=True)
     once = source.stats()["bytes_fetched"]
     source.release("ceiling", drop=True)
-    source.admit("run", spans, wait=True)
-    assert source.stats()["bytes_fetched"] == 2 * once > 0
+    source.reset_stats()
+    source.admit("run", spans, wait=True)  # again, and the index's blocks indexing left in the cache, dropped too
+    assert source.stats()["bytes_fetched"] > once > 0
 
 
 def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa: F811

@@ -139,17 +139,31 @@ class RemoteSource(RemoteStore):
     def prepare(self, files: list[FileSpan]) -> int:
         """Index every file of `files` that has a time span (an MP4) or an episode (a parquet data file) and is not
         indexed yet, and turn each span into byte ranges (`dl.kits.remote.plans.FilePlans.prepare`). Returns the
-        bytes the spans need from the store (each file's index once, plus the union of its spans' ranges).
+        bytes the spans need from the store (each file's index once, plus the union of its spans' ranges). With
+        prefetch the files are read through the cache, so this host's readers find those blocks there, but for those
+        of each file's checked index (its `moov`, its parquet footer): a reader fetches them again and checks them.
 
         Raises:
             SourceFileNotFoundError, RemoteReadError: as reads.
         """
         t0 = time.perf_counter()
         try:
-            self.selection_bytes = self.plans.prepare(files, self._size, self._fetch, self.url)
+            known = set(self.plans.files)
+            read = self._read_blocks if self.options.prefetch else self._fetch
+            self.selection_bytes = self.plans.prepare(files, self._size, read, self.url)
+            for rel in set(self.plans.files) - known if self.options.prefetch else ():
+                lo, hi = self.plans.files[rel].check[:2]  # fetched again by a reader, which checks them
+                for block in range(lo // BLOCK_BYTES, (hi - 1) // BLOCK_BYTES + 1):
+                    self._here().cache.remove(self._name(rel), block)
             return self.selection_bytes
         finally:
             self.metadata_s += time.perf_counter() - t0
+
+    def _read_blocks(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes `[start, end)` of `rel` through the cache: what indexing reads is then in it for every reader."""
+        with self.open(rel) as f:
+            f.seek(start)
+            return f.read(end - start)
 
     def admit(self, key: object, files: list[FileSpan], wait: bool = False) -> None:
         """Count what `key` needs and, with prefetch, queue the downloads of its blocks (`wait`: and fetch them all
