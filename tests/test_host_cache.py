@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from dl.kits.lru_folder import STALE_TEMP_S
 from dl.kits.paths import cache_dir
-from dl.kits.remote.host_cache import BLOCK_BYTES, STALE_TMP_S, HostCache, default_base, host_folder
+from dl.kits.remote.host_cache import BLOCK_BYTES, HostCache, default_base, host_folder
 from dl.plugins.remote.bucket import bucket_source
 
 
@@ -20,23 +21,28 @@ def aged(path: Path, age_s: float) -> None:
     os.utime(path, (when, when))
 
 
+def blocks(cache: HostCache) -> list[str]:
+    return sorted(p.name for p in cache.dir.iterdir() if p.suffix == ".blk")
+
+
 def test_two_hosts_on_one_cache_folder_keep_each_others_files(tmp_path, monkeypatch):
     shared = tmp_path / "shared-home"
     caches = {}
-    for host in ("node-a", "node-b"):
+    for host in ("node-b", "node-a"):
         monkeypatch.setenv("DL_HOSTNAME", host)
         caches[host] = HostCache(host_folder(str(shared)), limit_bytes=25)
-        for block in range(3):
-            caches[host].save("f", block, b"x" * 10)
-            aged(Path(caches[host].path("f", block)), 100 - block)
-        stale = caches[host].dir / f"f.9.{host}.tmp"  # a writer that died
+        if host == "node-b":
+            caches[host].save("f", 0, b"x" * 10)
+        stale = caches[host].dir / f"f.9.blk.{host}.tmp"  # a writer that died
         stale.write_bytes(b"part")
-        aged(stale, STALE_TMP_S + 1)
+        aged(stale, STALE_TEMP_S + 1)
+    for block in range(3):  # past node-a's limit: its least recently used block goes, and its stale file
+        caches["node-a"].save("f", block, b"x" * 10)
+        aged(Path(caches["node-a"].path("f", block)), 100 - block)
     assert sorted(p.name for p in shared.iterdir()) == ["host-node-a", "host-node-b"]
-    left = {host: sorted(p.name for p in cache.dir.iterdir() if p.suffix != ".lock") for host, cache in caches.items()}
-    assert caches["node-a"].evict() == 20
-    assert sorted(p.name for p in caches["node-a"].dir.iterdir() if p.suffix != ".lock") == ["f.1", "f.2"]
-    assert sorted(p.name for p in caches["node-b"].dir.iterdir() if p.suffix != ".lock") == left["node-b"], (
+    assert blocks(caches["node-a"]) == ["f.1.blk", "f.2.blk"]
+    assert not (caches["node-a"].dir / "f.9.blk.node-a.tmp").exists()
+    assert sorted(p.name for p in caches["node-b"].dir.iterdir()) == ["f.0.blk", "f.9.blk.node-b.tmp"], (
         "node-a deleted node-b's files")
 
 
@@ -48,16 +54,15 @@ def test_eviction_goes_least_recently_used_first(tmp_path):
     fresh = HostCache(cache.dir, limit_bytes=30)  # another process: it marks what it reads
     assert fresh.get("f", 0) is not None  # used now
     cache.save("f", 3, b"y" * 10)  # over the limit: the least recently used goes
-    cache.evict()
-    assert [block for block in range(4) if cache.get("f", block)] == [0, 2, 3]
+    assert blocks(cache) == ["f.0.blk", "f.2.blk", "f.3.blk"]
     assert cache.get("f", 1) is None
 
 
 def test_a_fresh_temporary_file_stays(tmp_path):
-    cache = HostCache(tmp_path / "host-x", limit_bytes=100)
-    writing = cache.dir / "f.0.123-4.tmp"  # a process writing it now
+    cache = HostCache(tmp_path / "host-x", limit_bytes=8)
+    writing = cache.dir / "f.0.blk.host-123-abc.tmp"  # a process writing it now
     writing.write_bytes(b"part")
-    cache.evict()
+    cache.save("f", 1, b"z")  # evicts (every limit / 8 bytes written)
     assert writing.exists()
 
 

@@ -2,13 +2,12 @@
 the host shares (the host's own reads, its ranks, their DataLoader workers).
 
 A block is `BLOCK_BYTES` of one version of one file (`name`: a digest of the dataset's URL, the file and its listed
-size and ETag or checksum, so a changed file or another dataset never matches), stored as `<folder>/<name>.<n>`.
-A block is written under a temporary name and renamed, so a reader sees it whole or not at all; one process
-downloads it while the others wait on its lock (`filelock`, a `.lock` file beside it). The folder is bounded in
-bytes: every `limit / EVICT_EVERY` bytes a process writes, it deletes the least recently used blocks until the
-folder holds at most `limit` (a reader marks a block used by its modification time). Each host has a folder of its
-own under the base (`host-<name>`), and evicts only in it: a base that several nodes share (a home directory) is
-never cleaned by another node.
+size and ETag or checksum, so a changed file or another dataset never matches), stored as `<folder>/<name>.<n>.blk`
+and kept as a `dl.kits.lru_folder` keeps its files: written under a temporary name and renamed, marked used when
+read, the least recently used deleted once the folder holds more than the limit (checked each time a process has
+written `limit / EVICT_EVERY` bytes). One process downloads a block while the others wait on its lock (`filelock`,
+a `.lock` file beside it). Each host has a folder of its own under the base (`host-<name>`) and evicts only in it:
+a base several nodes share (a home directory) is never cleaned by another node.
 """
 
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from .. import lru_folder
 from ..paths import cache_dir
 
 BLOCK_BYTES = 128 << 10
@@ -28,8 +28,6 @@ EVICT_EVERY = 8
 """A process checks the folder's size each time it has written this fraction of the limit."""
 TOUCH_S = 30.0
 """A process marks a block it reads as used at most once in this many seconds."""
-STALE_TMP_S = 3600.0
-"""A temporary file this old is left over from a process that died while writing it: eviction deletes it."""
 HOST_ENV = "DL_HOSTNAME"
 """Overrides the host name of the cache's folder (default: `socket.gethostname()`), e.g. where nodes share one."""
 
@@ -66,20 +64,16 @@ class HostCache:
         self._guard = threading.Lock()
 
     def path(self, name: str, block: int) -> str:
-        return f"{self.dir}/{name}.{block}"
+        return f"{self.dir}/{name}.{block}.blk"
 
     def get(self, name: str, block: int) -> str | None:
         """The block's file when it is here (marked used), else None."""
         path = self.path(name, block)
         now = time.monotonic()
-        if now - self._touched.get(path, -TOUCH_S) < TOUCH_S:
-            return path if os.path.exists(path) else None
-        try:
-            os.utime(path)
-        except FileNotFoundError:
-            return None
-        self._touched[path] = now
-        return path
+        if now - self._touched.get(path, -TOUCH_S) >= TOUCH_S:
+            lru_folder.touch(path)
+            self._touched[path] = now
+        return path if os.path.exists(path) else None
 
     def lock(self, name: str, block: int) -> FileLock:
         """The block's lock (not taken): `acquire(timeout=0)` raises `filelock.Timeout` while another holds it."""
@@ -88,51 +82,22 @@ class HostCache:
     def save(self, name: str, block: int, data) -> None:
         """Write the block (bytes-like) under a temporary name and rename it; evict when due."""
         path = self.path(name, block)
-        part = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
+        part = lru_folder.temp_path(path)
         try:
             with open(part, "wb") as out:
                 out.write(data)
             os.replace(part, path)
-        except BaseException:
-            try:
-                os.remove(part)
-            except FileNotFoundError:
-                pass
-            raise
+        finally:
+            lru_folder.discard(part)
         with self._guard:
             self._written += len(data)
             due = self._written >= self.limit // EVICT_EVERY
             if due:
                 self._written = 0
         if due:
-            self.evict()
+            for gone in lru_folder.evict(self.dir, ".blk", self.limit, keep=path):
+                lru_folder.discard(f"{gone}.lock")
 
     def remove(self, name: str, block: int) -> None:
         for path in (self.path(name, block), f"{self.path(name, block)}.lock"):
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
-
-    def evict(self) -> int:
-        """Delete this host's least recently used blocks until its folder holds at most `limit` bytes, and
-        temporary files older than `STALE_TMP_S`. Returns the bytes the blocks left take."""
-        blocks, now = [], time.time()
-        for entry in os.scandir(self.dir):
-            try:
-                info = entry.stat()
-            except FileNotFoundError:
-                continue
-            if entry.name.endswith(".tmp"):
-                if now - info.st_mtime > STALE_TMP_S:
-                    Path(entry.path).unlink(missing_ok=True)
-            elif not entry.name.endswith(".lock"):
-                blocks.append((info.st_mtime, info.st_size, entry.name))
-        total = sum(size for _, size, _ in blocks)
-        for _, size, name in sorted(blocks):
-            if total <= self.limit:
-                break
-            stem, _, block = name.rpartition(".")
-            self.remove(stem, int(block))
-            total -= size
-        return total
+            lru_folder.discard(path)
