@@ -130,9 +130,10 @@ class RemoteSource(RemoteStore):
     def dataloader_needs(self) -> DataLoaderNeeds:
         """`forkserver` workers: a worker forked from a process whose download threads are inside a request would
         inherit the locks they hold (huggingface_hub's connection pool) and the async filesystems' sessions. The
-        forkserver imports `PRELOAD` and the `dl` modules loaded here once, so each worker starts without."""
+        forkserver imports `PRELOAD`, the filesystem's module and the `dl` modules loaded here once, so each worker
+        starts without importing them."""
         loaded = sorted(name for name in sys.modules if name == "dl" or name.startswith("dl."))
-        multiprocessing.set_forkserver_preload(["__main__", *PRELOAD, *loaded])
+        multiprocessing.set_forkserver_preload(["__main__", *PRELOAD, type(self._fs).__module__, *loaded])
         return DataLoaderNeeds(multiprocessing_context="forkserver")
 
     # ------------------------------------------------------------------------------------ Prefetches
