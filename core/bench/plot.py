@@ -4,16 +4,13 @@ without a display (the Agg backend)."""
 from pathlib import Path
 
 from ..contracts.errors import DlError
+from ..contracts.extras import require
 from .report import ReportRow
 from .timeline import rates as timeline_rates
 
 
 def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise DlError("dl report --plot draws with matplotlib, which is not installed: pip install 'dl[plot]' "
-                      "(or pip install matplotlib).") from None
+    matplotlib = require("matplotlib", "plot", "dl report --plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

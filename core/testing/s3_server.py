@@ -31,6 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..contracts.extras import require
+
 CREDENTIALS = {"key": "testing", "secret": "testing"}
 """moto accepts any credentials; these keep botocore from looking for real ones."""
 STARTUP_S = 60.0
@@ -46,7 +48,8 @@ class S3Server:
         endpoint_url: `http://127.0.0.1:PORT`.
         pid: the server's process id.
 
-    Raises (entering): RuntimeError when the server did not start within `STARTUP_S`.
+    Raises (entering): DlError when moto or waitress (the extra `testing`) is missing; RuntimeError when the server
+    did not start within `STARTUP_S`.
     """
 
     def __init__(self):
@@ -54,6 +57,8 @@ class S3Server:
         self.endpoint_url, self.pid = "", 0
 
     def __enter__(self) -> "S3Server":
+        for module in ("moto", "waitress"):
+            require(module, "testing", "the loopback S3 server (dl run --scenario stream_bucket, dl.testing.serve)")
         self._process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE)
         ready, _, _ = select.select([self._process.stdout], [], [], STARTUP_S)
