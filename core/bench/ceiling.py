@@ -3,8 +3,9 @@ it does nothing else, reading single frames at random positions (what a map-styl
 episodes in order (what in-order decode can reach), so a run's decoded frames/s can be read as a share of what the
 machine could do.
 
-A ceiling is only worth comparing against when it is stable. Measured on open50 with one short trial per run, two
-runs of the same configuration gave 493 and 901 random frames/s. So each kind is measured as several short trials,
+A ceiling is only worth comparing against when it is stable, and one short trial per run is not (two runs of one
+configuration can differ by nearly 2x: `benchmarks/results/internals.md`, "Decode ceiling"). So each kind is measured
+as several short trials,
 after the files were read once (a warm file cache) and every file opened once (untimed), and the ceiling is the
 best trial, reported with the trials' spread; and it is measured in the processes the run decodes in, with their
 settings: in DataLoader workers (`ceiling_workers`) of the run's start method, each with torch's one intra-op thread
@@ -82,8 +83,7 @@ def local_copies(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int = RE
     (`Source.admit`, keys `("decode ceiling", episode index)`) and downloaded (`Source.settle`) before the block,
     discarded after it (`Source.discard`: deleted, so they do not warm the run's window). Trials (and DataLoader
     workers forked inside the block) then read cached ranges instead of streaming the same blocks again for
-    every random frame: through `bucket` behind 20 ms / 80 Mbit/s, the 2-worker ceiling on open50 streamed
-    436 MB in 48 s, 3.6 times the dataset, and measured the network.
+    every random frame, which would measure the network instead of the decoder.
 
     Raises:
         As `Source.admit` / `Source.settle` (a download that fails, a cache too small for one episode).

@@ -234,7 +234,7 @@ def _last_of_each(index: np.ndarray) -> np.ndarray | None:
 def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct rows of a non-negative int matrix [N, K], each row's position among them), as
     `np.unique(matrix, axis=0, return_inverse=True)` but through one int64 key per row when the values fit
-    (ten times faster on a million rows)."""
+    (a single-key sort instead of a lexicographic one)."""
     matrix = np.asarray(matrix, dtype=np.int64)
     if not matrix.size:
         return matrix[:0], np.zeros(len(matrix), dtype=np.int64)

@@ -7,7 +7,6 @@ or JPEG bytes in the data parquet, the `datasets.Image` struct `{bytes, path}`),
 0.6, "language" (the `language_persistent` / `language_events` annotation columns).
 """
 
-import numpy as np
 import pyarrow as pa
 
 from ..contracts.errors import DatasetFormatError
@@ -113,9 +112,3 @@ def holds_text(arrow_type: pa.DataType) -> bool:
     them, with a warning)."""
     leaf = arrow_leaf(arrow_type)
     return pa.types.is_string(leaf) or pa.types.is_large_string(leaf)
-
-
-def numpy_dtype(feature: dict) -> np.dtype | None:
-    """The numpy dtype a numeric feature is served in (None for other dtypes)."""
-    dtype = feature.get("dtype")
-    return np.dtype(dtype) if dtype in NUMERIC_DTYPES else None

@@ -94,9 +94,8 @@ class PoolDataset(torch.utils.data.IterableDataset):
             `MAX_AUTO_CHUNK_FRAMES`, that lets the budget keep a chunk open for every episode a consumer opens
             (min(pool size, the most episodes a consumer owns in epoch 0), the consumers being world size x
             DataLoader workers: `dl.make_dataloader` tells the loader its workers, `fit_workers`; one per rank
-            otherwise), so batches mix as many episodes as without chunks (measured on a 2-camera 640x480 AV1
-            GOP-2 dataset, 256M: fixed 12-frame chunks gave 8 open chunks for 20 episodes per worker and 0.81 of
-            the shuffle ceiling; "auto" chose 4 frames and gave 1.00 at the same speed), rounded down to a
+            otherwise), so batches mix as many episodes as without chunks (`benchmarks/results/internals.md`,
+            "Pool"), rounded down to a
             multiple of the GOP where the first episode's videos keep one from their first frame (read from
             their MP4 index: `gop.episode_gop`, `auto_chunk_frames`), so that chunks start on keyframes.
 

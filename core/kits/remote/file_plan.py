@@ -46,10 +46,6 @@ class FilePlan:
     def from_dict(cls, data: dict) -> "FilePlan":
         return cls(int(data["size"]), tuple((int(a), int(b)) for a, b in data["header"]), tuple(data["check"]))
 
-    @property
-    def header_bytes(self) -> int:
-        return sum(b - a for a, b in self.header)
-
 
 @dataclass(frozen=True)
 class Part:

@@ -123,8 +123,8 @@ def stream_facts(decoder) -> dict:
 
 
 def decoder_bytes(decoder, frames: int) -> int:
-    """An open decoder's memory estimate: `frames` decoded YUV 4:2:0 frames of its stream's size (measured
-    ~1.8 MB for a 640x480 MPEG-4 or AV1 decoder with one thread: about 4 frames)."""
+    """An open decoder's memory estimate: `frames` decoded YUV 4:2:0 frames of its stream's size (bytes).
+    `benchmarks/results/internals.md` ("Decoders") has what an open decoder was measured to hold."""
     meta = decoder.metadata
     return int(frames * (meta.width or 0) * (meta.height or 0) * 3 // 2)
 
