@@ -11,6 +11,7 @@ from itertools import pairwise
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from test_prefetch_cache import Remote, read_at
 
 from dl.contracts.errors import SourceFileNotFoundError
@@ -77,7 +78,7 @@ def test_a_failed_joint_download_fails_every_range_in_it(tmp_path):
     cache.close()
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(80), deadline=None, derandomize=True, database=None)
 @given(size=st.integers(1, 400), first=st.integers(1, 40), grow=st.integers(0, 3), coalesce=st.integers(0, 200),
        calm=st.none() | st.integers(0, 300), threads=st.integers(1, 3),
        ranges=st.lists(st.tuples(st.integers(0, 399), st.integers(1, 200)), min_size=1, max_size=5))

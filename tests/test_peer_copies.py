@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from remote_helpers import s3, s3_source, upload  # noqa: F401 (fixtures)
 from test_remote_ranges import REL, long_video, span  # noqa: F401 (fixture)
 
@@ -57,7 +58,7 @@ def fill(peers: PeerCopies, start: int, end: int, name: str = NAME) -> tuple[byt
 spans = st.tuples(st.integers(0, 2047), st.integers(1, 400)).map(lambda t: (t[0], min(2048, t[0] + t[1])))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(held=st.lists(st.tuples(st.integers(0, 2), spans), max_size=8), wanted=spans)
 def test_fill_copies_every_covered_byte_and_downloads_only_the_gaps(held, wanted):
     with tempfile.TemporaryDirectory() as tmp:

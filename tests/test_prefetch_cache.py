@@ -12,6 +12,7 @@ import threading
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.contracts.errors import SourceFileNotFoundError
 from dl.kits.remote.file_cache import CacheLimitError, Piece, PrefetchCache
@@ -272,7 +273,7 @@ def test_pieces_of_one_admission_that_meet_are_one_download(tmp_path):
     cache.close()
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(40), deadline=None, derandomize=True, database=None)
 @given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 5), st.sets(st.sampled_from("abcdef"), min_size=1,
                                                                            max_size=3)), max_size=25))
 def test_reservations_never_exceed_the_limit_and_all_go(tmp_path_factory, ops):
@@ -349,7 +350,7 @@ def test_atomic_ranges_are_never_cut(tmp_path):
     cache.close()
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(200), deadline=None, derandomize=True, database=None)
 @given(first=st.integers(1, 50), grow=st.integers(0, 4), start=st.integers(0, 500), lo=st.integers(0, 2000),
        length=st.integers(1, 3000), atomic=st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 300)), max_size=3),
        held=st.lists(st.tuples(st.integers(0, 5000), st.integers(1, 500)), max_size=4))

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.kits.mp4_index import READ_AHEAD_BYTES
 from dl.kits.remote.file_cache import Piece, PrefetchCache
@@ -29,7 +30,7 @@ class Store:
 
 
 # ------------------------------------------------------------------------------------------- the pool's order
-@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None)
 @given(lengths=st.lists(st.integers(1, 60), min_size=1, max_size=12), pool_size=st.integers(1, 6),
        chunk_frames=st.integers(1, 16), open_chunks=st.integers(1, 5), seed=st.integers(0, 2**16))
 def test_read_order_at_admission_is_the_order_chunks_open(lengths, pool_size, chunk_frames, open_chunks, seed):
@@ -92,7 +93,7 @@ def test_a_read_crossing_ranges_is_cut_at_their_gap():
 
 
 # ------------------------------------------------------------------------------------------- zones
-@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(100), deadline=None, derandomize=True, database=None)
 @given(start=st.integers(0, 500), length=st.integers(1, 5000), rest=st.integers(1, 700),
        reads=st.lists(st.tuples(st.integers(-100, 5600), st.integers(1, 900), st.integers(0, 5)), max_size=8))
 def test_zones_tile_the_range_with_rank_zero_first(start, length, rest, reads):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.contracts.errors import DlError
 from dl.format.checks import check_rows, check_tolerance, report_nonfinite
@@ -80,7 +81,7 @@ def outcome(check) -> tuple[str, list[str]]:
     return error, [str(w.message) for w in caught]
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None)
 @given(plan=st.lists(st.tuples(st.integers(1, 9), st.sampled_from(FAULTS), st.sampled_from(SHIFTS)), min_size=1,
                      max_size=12),
        cameras=st.integers(1, 2), run=st.integers(1, 5), tolerance_s=st.sampled_from([1e-4, 0.03, 0.05, 0.12]),
