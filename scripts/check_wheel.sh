@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install dl as a user does and run its commands from outside the checkout:
-#   1. build the wheel and the sdist (PEP 517, isolated), and check that every module under core/, plugins/ and cli/
-#      is in both;
+#   1. build the sdist, then the wheel from it (PEP 517, isolated), and check that every module under core/,
+#      plugins/ and cli/ is in both;
 #   2. install the wheel with no extras into a fresh venv (torch/torchcodec pinned as in scripts/setup.sh);
 #   3. from an empty folder: dl --help, dl plugins, a short dl run on the embedded default dataset, dl transcode of a
 #      tiny synthetic dataset, dl validate of a synthetic dataset with a PNG image feature, and dl report --plot,
@@ -16,19 +16,22 @@ say() { printf 'check_wheel: %s\n' "$*"; }
 fail() { printf 'check_wheel: FAILED: %s\n' "$*" >&2; exit 1; }
 pip() { "$@" --disable-pip-version-check -q 2> >(grep -v "^WARNING: Location" >&2); }
 
-say "building the wheel and the sdist"
-rm -rf "$work/dist"
-(cd "$repo" && .venv/bin/python -m build -q --wheel --sdist --outdir "$work/dist" . >/dev/null)
+say "building the sdist, and the wheel from it"
+# from a copy of the files git tracks or would track: a build's leftovers (dl.egg-info, build/) can put modules into
+# the wheel that its package list leaves out
+rm -rf "$work/dist" "$work/tree" && mkdir -p "$work/tree"
+(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$work/tree")
+"$repo/.venv/bin/python" -m build -q --outdir "$work/dist" "$work/tree" >/dev/null
 wheel=$(ls "$work"/dist/dl-*.whl) sdist=$(ls "$work"/dist/dl-*.tar.gz)
 
 say "every module under core/, plugins/ and cli/ is in the wheel and the sdist"
-expected=$(cd "$repo" && { find core -name '*.py' | sed 's#^core/#dl/#'; find plugins -name '*.py' | sed 's#^#dl/#';
+expected=$(cd "$work/tree" && { find core -name '*.py' | sed 's#^core/#dl/#'; find plugins -name '*.py' | sed 's#^#dl/#';
                            find cli -name '*.py' | sed 's#^#dl/#'; } | sort)
 in_wheel=$(unzip -Z1 "$wheel" | grep '\.py$' | sort)
 missing=$(comm -23 <(echo "$expected") <(echo "$in_wheel"))
 [ -z "$missing" ] || fail "the wheel lacks: $(echo $missing)"
 in_sdist=$(tar -tzf "$sdist" | sed 's#^[^/]*/##' | grep -E '^(core|plugins|cli)/.*\.py$' | sort)
-missing=$(comm -23 <(cd "$repo" && find core plugins cli -name '*.py' | sort) <(echo "$in_sdist"))
+missing=$(comm -23 <(cd "$work/tree" && find core plugins cli -name '*.py' | sort) <(echo "$in_sdist"))
 [ -z "$missing" ] || fail "the sdist lacks: $(echo $missing)"
 
 say "a fresh venv with the wheel and no extras"
