@@ -6,7 +6,7 @@ import click
 from rich.console import Console
 from rich.progress import Progress
 
-from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
+from dl.testing.synthetic_spec import SyntheticConfig
 
 _D = SyntheticConfig()
 
@@ -39,6 +39,8 @@ def synthetic_dataset(path, episodes, frames, fps, cameras, size, codec, gop, ep
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     console = Console(stderr=True)  # a bar on a terminal, nothing (not even an empty line) in a pipe or a file
+    from dl.testing.synthetic import write_synthetic_dataset
+
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("encoding episodes", total=episodes)
         root = write_synthetic_dataset(path, config, progress=lambda done, total: bar.update(task, completed=done))
