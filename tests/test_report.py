@@ -108,3 +108,31 @@ def test_episodes_seen_and_rank_overlap():
     assert rank_overlap(ranks) == {"episodes_per_rank": [1.5, 1.5], "shared_episodes": 0}  # per epoch
     ranks[1]["episodes_by_epoch"]["0"].append(3)
     assert rank_overlap(ranks)["shared_episodes"] == 1
+
+
+def test_the_table_fits_80_columns_with_episodes_as_ranges(tmp_path):
+    """Runs on two datasets, one of them on a selection: the selection prints as ranges, the dataset by its
+    folder's name (the roots above the table), and at 80 columns the configuration and the figures go into two
+    tables rather than folding every cell."""
+    from click.testing import CliRunner
+
+    from dl.cli.main import cli
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    episodes = [0, 3, 4, 5, 6, 8, *range(10, 25), *range(26, 33), *range(35, 50)]
+    for name, root, selection in (("map-cpu-single-w2", "/data/default", None),
+                                  ("map-cpu-single-w2-2", "/data/open50", episodes),
+                                  ("pool-cpu-single-w2-2", "/data/open50", episodes)):
+        (folder / f"{name}.json").write_text(json.dumps(result(name, 674.4, 1.152, root=root, episodes=selection)))
+    done = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["report", str(folder)], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    assert max(map(len, lines)) <= 80 and len(lines) < 40
+    assert "dataset open50: /data/open50" in lines and "dataset default: /data/default" in lines
+    words = " ".join(done.output.replace("│", " ").split())
+    assert "0, 3-6, 8, 10-24, 26-32, 35-49" in words and "[0," not in words
+    for name in ("map-cpu-single-w2", "map-cpu-single-w2-2", "pool-cpu-single-w2-2"):
+        assert name in words  # never folded
+    rows = list(csv.DictReader(open(folder / "summary.csv")))
+    assert json.loads(rows[1]["episodes"]) == episodes  # the CSV keeps the selection as recorded
