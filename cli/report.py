@@ -107,7 +107,8 @@ def _fit(title: str, lines: list[dict], headers: list[str], datasets: dict[str, 
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where summary.csv (and the plots) go "
               "[the first folder given].")
 @click.option("--plot", is_flag=True, help="Also draw comparison.png (samples/s and peak RSS per run) and "
-              "throughput.png (each run's samples/s over time); needs matplotlib (pip install 'dl[plot]').")
+              "throughput.png (each run's samples/s over time); needs matplotlib, the plot extra (without it, the "
+              "error says how to install it for this dl).")
 def report(paths, sort, reverse, filters, baseline, out_dir, plot):
     """Compare benchmark results: every result JSON in PATHS (folders written by `dl run`, with any
     scheduler, or single files), multi-rank runs as their merged line, grouped by scenario, with the

@@ -136,3 +136,36 @@ def test_the_table_fits_80_columns_with_episodes_as_ranges(tmp_path):
         assert name in words  # never folded
     rows = list(csv.DictReader(open(folder / "summary.csv")))
     assert json.loads(rows[1]["episodes"]) == episodes  # the CSV keeps the selection as recorded
+
+
+def test_plots_name_each_run_by_dataset_and_give_far_apart_rates_a_panel_each(tmp_path):
+    from dl.bench.plot import run_labels, throughput_panels
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name, sps, root, episodes in (("map-cpu-single-w2", 600.0, "/data/default", None),
+                                      ("map-cpu-single-w2-2", 14.0, "/data/open50", [0, 3, 4, 5, 6, 8]),
+                                      ("pool-cpu-single-w2", 700.0, "/data/default", None)):
+        (folder / f"{name}.json").write_text(json.dumps(result(name, sps, 1.0, root=root, episodes=episodes)))
+    rows = load_rows([folder])
+    assert run_labels(rows) == ["default: map-cpu-single-w2\nepisodes all", "open50: map-cpu-single-w2-2\nepisodes "
+                                "0,3-6,8", "default: pool-cpu-single-w2\nepisodes all"]
+    assert throughput_panels(rows) == 3  # 14 samples/s beside 600: a panel each
+    assert throughput_panels([rows[0], rows[2]]) == 1  # within 10x: one axis
+
+
+def test_the_plot_hint_fits_how_dl_is_installed(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from dl.bench import plot
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed
+    with pytest.raises(DlError, match="matplotlib, which is not installed") as raised:
+        plot.plot_comparison([], Path("unused.png"))
+    checkout = Path(__file__).resolve().parents[1]  # the tests run from a source checkout
+    assert str(raised.value).endswith(f"-m pip install 'matplotlib>=3.7' (or from the checkout: pip install -e "
+                                      f"'{checkout}[plot]')")
+    assert sys.executable in str(raised.value)
+    monkeypatch.setattr(plot, "source_checkout", lambda: None)  # an installed wheel: no checkout to name
+    assert plot.install_hint() == f"{sys.executable} -m pip install 'matplotlib>=3.7'"
