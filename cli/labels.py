@@ -56,7 +56,7 @@ STATS = {
     "episode_pool_size": "episodes in each worker's pool",
     "episodes_admitted": "episodes read into pools, all workers",
     "pool_bytes_peak": "peak rows held in pools, sum of workers",
-    "shuffle_randomness_consumer_ideal": "distinct episodes per batch, ideal for one worker",
+    "shuffle_randomness_consumer_ideal": "distinct episodes/batch, worker's ideal",
     "decode_budget": "decoded frames a worker may hold",
     "decode_open_chunks": "chunks each worker decodes at once",
     "decode_chunk_frames": "frames per decoded chunk",

@@ -16,8 +16,8 @@ from .labels import (
     unsteady_notes,
 )
 
-METRIC_WIDTH = 40
-"""The widest the labels' column gets on a console of 80 columns (half of a wider one): the rest is the runs'."""
+MIN_LABEL_WIDTH = 16
+"""The narrowest the labels' column gets (its labels wrap at spaces) when many runs share the width."""
 SPREADS = {"samples_per_s": "samples_per_s_spread_pct", "single_proc_samples_per_s": "single_proc_spread_pct"}
 """The rates shown with the spread of their blocks (`dl.bench.steady.spread_pct`)."""
 
@@ -53,8 +53,10 @@ def _in_order(result: dict) -> bool:
     return share is not None and share > 100 and "random" not in result.get("decode_ceiling_exceeded", ())
 
 
-def _add_groups(table: Table, ok: list[dict]) -> None:
-    """The loader's and the source's own figures, each group under a heading row, in words and units."""
+def _group_rows(ok: list[dict]) -> list[tuple[str, list[str]] | None]:
+    """The loader's and the source's own figures, each group under a heading row (None: a line above it), in
+    words and units."""
+    rows: list[tuple[str, list[str]] | None] = []
     for group, heading in GROUPS:
         keys = sorted({k for r in ok for k in r.get(group) or {}}, key=stat_order)
         if group == "resume_loader_stats":  # settings ("same") were shown in the window's group
@@ -63,12 +65,36 @@ def _add_groups(table: Table, ok: list[dict]) -> None:
         if not keys:
             continue
         config = (ok[0].get("config") or {})
-        table.add_section()
-        table.add_row(f"[bold]{heading.format(loader=config.get('loader'), source=config.get('source'))}[/]",
-                      *("" for _ in ok))
-        for key in keys:
-            table.add_row(f"  {stat_label(key)}", *(stat_cell(key, (r.get(group) or {}).get(key),
-                                                              (r.get("config") or {}).get("batch_size")) for r in ok))
+        rows += [None, (f"[bold]{heading.format(loader=config.get('loader'), source=config.get('source'))}[/]",
+                        ["" for _ in ok])]
+        rows += [(f"  {stat_label(key)}", [stat_cell(key, (r.get(group) or {}).get(key),
+                                                     (r.get("config") or {}).get("batch_size")) for r in ok])
+                 for key in keys]
+    return rows
+
+
+def _results_table(ok: list[dict], columns: list[str], width: int) -> Table:
+    """The table of the successful runs, one column per run (headed `columns`), for a console `width` wide: the
+    labels' column as wide as its longest headline label where the runs' columns keep room for their longest word,
+    so those labels stay on one line and the figures wrap at their spaces, never inside a number."""
+    rows = [(label, [_cell(r, key) for r in ok]) for key, label in ROWS
+            if any(r.get(key) is not None for r in ok)]  # rows no run reports (resume, for map) are left out
+    longest = max(len(label) for label, _ in rows)  # a plugin's own figures' labels may wrap
+    rows += _group_rows(ok)
+    filled = [row for row in rows if row is not None]
+    words = [max([len(w) for _, cells in filled for w in cells[i].split()] + [len(columns[i])])
+             for i in range(len(ok))]
+    room = width - 1 - 3 * (len(ok) + 1) - sum(words)  # less each column's border and padding
+    table = Table(title="dl run results", header_style="bold")
+    table.add_column("metric", width=max(min(longest, room), MIN_LABEL_WIDTH))
+    for column in columns:
+        table.add_column(column, justify="right", overflow="fold")
+    for row in rows:
+        if row is None:
+            table.add_section()
+        else:
+            table.add_row(row[0], *row[1])
+    return table
 
 
 def describe_run(result: dict) -> str:
@@ -129,15 +155,7 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
         for line in dict.fromkeys(f for r in ok if r.get("decoder_calibration") for f in
                                   codec_fixes(r["decoder_calibration"])):
             console.print(line, highlight=False, soft_wrap=True, markup=False)
-        table = Table(title="dl run results", header_style="bold")
-        table.add_column("metric", max_width=max(METRIC_WIDTH, console.width // 2))  # labels, figures wrap at spaces
-        for label in labels:
-            table.add_column(label, justify="right", overflow="fold")
-        for key, label in ROWS:
-            if any(r.get(key) is not None for r in ok):  # rows no run reports (resume, for map) are left out
-                table.add_row(label, *(_cell(r, key) for r in ok))
-        _add_groups(table, ok)
-        console.print(table)
+        console.print(_results_table(ok, labels, console.width))
         notes = [SPREAD_NOTE.format(limit=UNSTEADY_PCT)] if any(r.get(s) is not None for r in ok
                                                                 for s in SPREADS.values()) else []
         for label, result in zip(labels, ok, strict=True):

@@ -95,3 +95,13 @@ def test_at_80_columns_nothing_is_wider_and_no_figure_is_split():
     cells = [c.strip() for line in lines for c in line.split("│")]
     for figure in ("1463.15", "2926.3", "258.41", "17418", "353.9", "16.926", "1148/46"):
         assert figure in cells or any(c.startswith(figure + " ") or c.endswith(" " + figure) for c in cells), figure
+
+
+def test_at_80_columns_two_runs_keep_every_label_on_one_line():
+    text = render([pool_result(), pool_result("map-cpu-single-w2", loader_stats={}, resume_loader_stats={})],
+                  width=80)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80
+    labels = {cells[1].strip() for cells in (line.split("│") for line in lines) if len(cells) > 2}
+    for _, label in ROWS:
+        assert label.strip() in labels, label
