@@ -20,4 +20,4 @@ def test_lines_without_a_terminal_print_each_count_once(monkeypatch):
             update("download MB", done, None)
     assert out.getvalue().splitlines() == [
         "run: single-process 0/4", "run: single-process 1/4", "run: single-process 3/4", "run: single-process 4/4",
-        "run: warm-up 0/1", "run: warm-up 1/1", "run: download MB 1", "run: download MB 3"]
+        "run: warm-up 0/1", "run: warm-up 1/1", "run: download MB 2", "run: download MB 3"]

@@ -37,7 +37,7 @@ def rich_progress(run_name: str, console: Console | None = None):
 
 def _line_reporter(run_name: str, console: Console):
     """Lines per phase: when it starts, when it reaches its total, and every `LINE_EVERY_S` seconds in between,
-    each line once (counts print whole, rounded down: a phase reads N/N only when done); a count with no known
+    each line once (counts of a total print rounded down: a phase reads N/N only when done); a count with no known
     total (None: a download's megabytes) prints as a count alone."""
     state: dict = {"last": {}, "printed": {}, "finished": set()}
 
@@ -46,7 +46,7 @@ def _line_reporter(run_name: str, console: Console):
         finished = total is not None and done >= total and phase not in state["finished"]
         last = state["last"].get(phase)
         if last is None or finished or now - last >= LINE_EVERY_S:
-            count = f"{int(done)}" if total is None else f"{int(done)}/{total:.0f}"
+            count = f"{done:.0f}" if total is None else f"{int(done)}/{total:.0f}"
             if finished:
                 state["finished"].add(phase)
                 count = f"{total:.0f}/{total:.0f}"
