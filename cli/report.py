@@ -34,13 +34,6 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _dataset_names(rows) -> dict[str, str]:
-    """Each dataset root of `rows` -> the name the table shows: its folder's name, or the root where two share one."""
-    roots = list(dict.fromkeys(str(row.config.get("root")) for row in rows))
-    names = {root: root.rstrip("/").rsplit("/", 1)[-1] or root for root in roots}
-    return {root: name if list(names.values()).count(name) == 1 else root for root, name in names.items()}
-
-
 def _cell(header: str, value, datasets: dict[str, str]) -> str:
     """A table cell: an episode selection as ranges ("0, 3-6, 8", "all"), a dataset by its name, numbers to 4
     significant digits."""
@@ -116,6 +109,7 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
     member's share of samples next to its weight, and multi-rank runs a per-rank table (node, episodes admitted and
     seen, episodes shared between ranks)."""
     from dl.bench.report import (
+        dataset_names,
         differing,
         load_rows,
         mixture_rows,
@@ -135,12 +129,14 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
     ratio = ratios(rows, baseline) if baseline else None
     lines = summary_rows(rows, columns, ratio)
     headers = list(dict.fromkeys(k for line in lines for k in line))
+    datasets = dataset_names(rows)
     if "root" in columns:
-        for root, name in _dataset_names(rows).items():
-            console.print(f"dataset {name}: {root}", highlight=False, markup=False)
+        for root, name in datasets.items():
+            if name != root:
+                console.print(f"dataset {name}: {root}", highlight=False, markup=False)
     shown = [h for h in headers if not (h in ("scenario", "status") and len({line[h] for line in lines}) == 1)]
     shown.sort(key=lambda h: ("run", "root", "episodes").index(h) if h in ("run", "root", "episodes") else 3)
-    for table in _fit(f"dl report: {len(rows)} run(s)", lines, shown, _dataset_names(rows), console):
+    for table in _fit(f"dl report: {len(rows)} run(s)", lines, shown, datasets, console):
         console.print(table)
     members = mixture_rows(rows)
     if members:

@@ -209,7 +209,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     render_results(results, console, default_dataset=default_dataset)
     written = sum(Path(out_dir, f"{r['name']}.json").is_file() for r in results)
     console.print(f"results: {written} JSON file(s) written to {out_dir}/; {out_dir / 'results.csv'} lists all "
-                  f"{in_folder} result(s) in that folder.", highlight=False, soft_wrap=True)
+                  f"{in_folder} result(s) in that folder.", highlight=False)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
 

@@ -169,3 +169,12 @@ def test_the_plot_hint_fits_how_dl_is_installed(monkeypatch):
     assert sys.executable in str(raised.value)
     monkeypatch.setattr(plot, "source_checkout", lambda: None)  # an installed wheel: no checkout to name
     assert plot.install_hint() == f"{sys.executable} -m pip install 'matplotlib>=3.7'"
+
+
+def test_datasets_are_named_by_folder_and_numbered_where_folders_share_a_name(tmp_path):
+    from dl.bench.report import ReportRow, dataset_names
+
+    rows = [ReportRow(f"r{i}", {}, {"root": root}) for i, root in
+            enumerate(("/tmp/cache/default", "/data/open50", "/root/.cache/dl/default/", "/data/open50"))]
+    assert dataset_names(rows) == {"/tmp/cache/default": "default (1)", "/data/open50": "open50",
+                                   "/root/.cache/dl/default/": "default (2)"}

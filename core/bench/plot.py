@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 
 from ..contracts.errors import DlError
-from .report import ReportRow, differing
+from .report import ReportRow, dataset_names, differing
 from .timeline import rates as timeline_rates
 
 
@@ -48,22 +48,21 @@ def _pyplot():
 
 
 def run_labels(rows: list[ReportRow]) -> list[str]:
-    """What each run measured, to name its bar or line: the dataset (its folder's name) and the run, then the other
-    configuration fields that differ between the runs (episode selections as ranges)."""
+    """What each run measured, to name its bar or line: the dataset (`dl.bench.report.dataset_names`) and the run,
+    then the other configuration fields that differ between the runs (episode selections as ranges)."""
     from ..contracts.errors import format_indices
 
     shown = [k for k in differing(rows) if k not in ("root", "name") and not k.startswith("decoder_calibration")]
+    datasets = dataset_names(rows)
     labels = []
     for row in rows:
-        root = str(row.config.get("root") or (row.result.get("dataset") or {}).get("root"))
         parts = []
         for key in shown:
             value = row.config.get(key)
             if key == "episodes":
                 value = format_indices(json.loads(value) if isinstance(value, str) else value) if value else "all"
             parts.append(f"{key.removeprefix('loader_options.')} {value}")
-        dataset = root.rstrip("/").rsplit("/", 1)[-1]
-        labels.append(f"{dataset}: {row.label}" + (f"\n{', '.join(parts)}" if parts else ""))
+        labels.append(f"{datasets[row.dataset_root]}: {row.label}" + (f"\n{', '.join(parts)}" if parts else ""))
     return labels
 
 
