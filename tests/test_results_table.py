@@ -105,3 +105,14 @@ def test_at_80_columns_two_runs_keep_every_label_on_one_line():
     labels = {cells[1].strip() for cells in (line.split("│") for line in lines) if len(cells) > 2}
     for _, label in ROWS:
         assert label.strip() in labels, label
+
+
+def test_the_default_dataset_is_named_once_by_its_path():
+    from dl.bench.default_dataset import DEFAULT_CONFIG as c
+    from dl.cli.render import describe_dataset
+
+    result = pool_result(dataset={"root": "file:///cache/dl/default", "episodes": 24, "frames": 2911, "fps": 30,
+                                  "cameras": ["cam0"]})
+    assert describe_dataset(result, default_dataset=True) == (
+        f"dl's default synthetic dataset ({c.width}x{c.height} {c.codec.upper()} video) in /cache/dl/default: 24 "
+        "episodes, 2911 frames at 30 fps, 1 camera(s) (cam0)")
