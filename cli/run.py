@@ -129,8 +129,9 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
     Every combination of --mode and --num-workers is one run, each in a fresh process. Results print as
-    a table and are written to OUT_DIR as one JSON per run (NAME.json, replaced when a run of the same
-    name runs again) and results.csv (one row per JSON in OUT_DIR). What each field means:
+    a table and are written to OUT_DIR as one JSON per run and results.csv (one row per JSON in OUT_DIR). A run
+    writes NAME.json: a rerun (same dataset and settings) replaces it, saying so; a run of the same name on
+    another dataset or with other settings keeps it and writes NAME-2.json (-3...). What each field means:
     docs/benchmark.md.
     """
     scenarios = split_csv(scenario) or [None]
@@ -145,6 +146,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
     from dl.bench.loopback import needs_loopback, serve_on_loopback
     from dl.bench.mixture_run import prepare_mixture
+    from dl.bench.results import keep_earlier_results
     from dl.bench.session import check_dataset, check_plugins, finish, resolve_decoder, submit_specs, write_snapshot
     from dl.host.manager import get_plugins
 
@@ -191,6 +193,8 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
                 base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
             specs += [_with_budget(dataclasses.replace(base, mode=m, num_workers=w, name=""), b)
                       for m, w, b in itertools.product(mode_list, worker_list, budget_list)]
+        for line in keep_earlier_results(specs, out_dir):  # a result of another run is never replaced unseen
+            console.print(line, highlight=False, markup=False)
         submission = submit_specs(scheduler, specs, out_dir)
         if scheduler.queues and not wait:
             render_statuses(submission, scheduler.status(submission), console)
@@ -205,7 +209,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     render_results(results, console, default_dataset=default_dataset)
     written = sum(Path(out_dir, f"{r['name']}.json").is_file() for r in results)
     console.print(f"results: {written} JSON file(s) written to {out_dir}/; {out_dir / 'results.csv'} lists all "
-                  f"{in_folder} result(s) in that folder.", highlight=False, soft_wrap=True)
+                  f"{in_folder} result(s) in that folder.", highlight=False)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
 

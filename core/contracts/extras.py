@@ -1,28 +1,45 @@
-"""Optional dependencies: the extras of pyproject.toml (`plot`, `testing`, `train`) and the one-line error that names
-the extra to install, worded for how dl itself was installed (an editable checkout or a wheel)."""
+"""Optional dependencies: the extras of pyproject.toml (`plot`, `testing`, `train`) and the one-line error that says
+how to install what an extra adds, right for how dl itself was installed."""
 
 import importlib
 import json
+import sys
 from importlib.metadata import distributions
+from pathlib import Path
 
-from .errors import DlError
 
-
-def install_hint(extra: str) -> str:
-    """The pip command that adds `extra` to this installation of dl: `pip install -e '<checkout>[extra]'` for an
-    editable install (PEP 610's `direct_url.json` says so), `pip install 'dl[extra]'` otherwise."""
-    direct = {}
-    for dist in distributions(name="dl"):  # a build's dl.egg-info in the working directory has no direct_url.json
+def _metadata() -> tuple[list[str], dict]:
+    """(dl's requirements as its metadata states them, its PEP 610 `direct_url.json` or {}); a build's `dl.egg-info`
+    in the working directory, which has no `direct_url.json`, is passed over for an installed distribution."""
+    found: tuple[list[str], dict] = ([], {})
+    for dist in distributions(name="dl"):
         try:
             direct = json.loads(dist.read_text("direct_url.json") or "{}")
         except ValueError:
-            continue
+            direct = {}
+        found = (list(dist.requires or ()), direct)
         if direct:
             break
+    return found
+
+
+def editable_checkout() -> Path | None:
+    """The source checkout dl is installed from in editable mode (`pip install -e`), or None (a wheel)."""
+    direct = _metadata()[1]
     url = direct.get("url", "")
     if direct.get("dir_info", {}).get("editable") and url.startswith("file://"):
-        return f"pip install -e '{url[len('file://'):]}[{extra}]'"
-    return f"pip install 'dl[{extra}]'"
+        return Path(url[len("file://"):])
+    return None
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs what `extra` adds: its requirements as dl's metadata states them, for this
+    interpreter's pip (`dl[extra]` would name whatever distribution called `dl` the package index has, not this one);
+    for an editable install also the checkout's own extra, by its path."""
+    wanted = [r.split(";")[0].strip() for r in _metadata()[0] if f'extra == "{extra}"' in r]
+    hint = f"{sys.executable} -m pip install {' '.join(repr(w) for w in wanted) or repr(extra)}"
+    checkout = editable_checkout()
+    return hint + (f" (or from the checkout: pip install -e '{checkout}[{extra}]')" if checkout else "")
 
 
 def require(module: str, extra: str, purpose: str):
@@ -31,6 +48,8 @@ def require(module: str, extra: str, purpose: str):
     Raises:
         DlError: one line: what needs it (`purpose`), that it is missing, and the `install_hint`.
     """
+    from .errors import DlError
+
     try:
         return importlib.import_module(module)
     except ImportError:

@@ -317,8 +317,8 @@ def _read_info(source: Source) -> dict:
         info = _read_json(source, "meta/info.json")
     except SourceFileNotFoundError:
         raise DatasetFormatError(
-            f"{source.url} has no meta/info.json: point --root at a LeRobot v3.0 dataset root (the folder "
-            "holding meta/, data/ and videos/)."
+            f"{source.url} has no meta/info.json: give the root of a LeRobot v3.0 dataset (the folder holding "
+            "meta/, data/ and videos/)."
         ) from None
     if not isinstance(info, dict):
         raise DatasetFormatError(f"{source.url}/meta/info.json holds a JSON {type(info).__name__}, not an object.")
