@@ -6,6 +6,8 @@ import os
 
 from hypothesis import settings
 
+from dl.testing.examples import scaled
+
 settings.register_profile("ci", max_examples=100)
 settings.register_profile("dev", max_examples=20)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
@@ -13,5 +15,5 @@ settings.load_profile(PROFILE)
 
 
 def examples(count: int) -> int:
-    """`count` examples under the `ci` profile, scaled by the loaded profile's share of hypothesis' default 100."""
-    return max(3, count * settings.default.max_examples // 100)
+    """`count` examples under the `ci` profile, in proportion under `dev` (at least 3)."""
+    return scaled(count, least=3)
