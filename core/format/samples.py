@@ -17,12 +17,12 @@ import torch
 from ..contracts.config import LoaderConfig
 from ..contracts.decoder import DecodedFrames, Decoder, FrameRequest
 from ..contracts.errors import TimestampToleranceError
-from .checks import frame_range
 from .columns import EpisodeArrays
 from .delta import delta_indices, window
 from .episodes import episodes_in_file
 from .metadata import DatasetMeta, EpisodeMeta
 from .streams import check_file, check_streams
+from .timestamp_checks import camera_span, row_times, span_bounds
 
 VideoQueries = dict[str, list[float]]
 """Per video camera key, the episode-relative timestamps (s) to decode."""
@@ -40,7 +40,7 @@ class SampleBuilder:
         meta: the dataset metadata.
         keys: the tabular keys to emit (see `dl.format.tabular.tabular_keys`).
         decoder: decodes camera frames.
-        config: delta_timestamps, image_dtype and tolerance_s are used.
+        config: delta_timestamps, image_dtype, tolerance_s and frame_pairing are used.
 
     Raises:
         DlError: (at construction) a bad delta_timestamps.
@@ -57,6 +57,7 @@ class SampleBuilder:
         self._file_keys: dict[str, str] = {}  # each selected video file -> its camera
         self._checked: set[str] = set()  # video files checked against the selection in this process
         self._bounds: dict[tuple[int, str], tuple[float, float]] = {}  # (episode, camera) -> first, last frame (s)
+        self._row_times: dict[tuple[int, str], np.ndarray] = {}  # frame_pairing "row": (episode, camera) -> times
 
     def check_streams(self, episodes: list[EpisodeMeta]) -> None:
         """Check the selection's video files against info.json and meta/episodes: the first episode's files now
@@ -102,12 +103,13 @@ class SampleBuilder:
             sample["subtask"] = self.meta.subtasks[int(arrays["subtask_index"][row])]
         queries = {}
         for key in self.meta.video_keys:
+            times = arrays["timestamp"] if self.config.frame_pairing == "timestamp" else self.row_times(arrays, key)
             if key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
                 sample[f"{key}_is_pad"] = torch.from_numpy(pad)
-                queries[key] = arrays["timestamp"][rows].tolist()
+                queries[key] = times[rows].tolist()
             else:
-                queries[key] = [arrays["timestamp"][row].item()]
+                queries[key] = [times[row].item()]
         for key in self.meta.image_keys:
             if key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
@@ -116,6 +118,18 @@ class SampleBuilder:
             else:
                 sample[key] = EncodedImages((arrays[key][row],))
         return sample, queries
+
+    def row_times(self, arrays: EpisodeArrays, key: str) -> np.ndarray:
+        """With `frame_pairing="row"`: float64 [length], each row's own frame of camera `key` on the episode's
+        timeline (`dl.format.timestamp_checks.row_times`; the loader checked the span holds one frame per row)."""
+        index = int(arrays["episode_index"][0])
+        times = self._row_times.get((index, key))
+        if times is None:
+            times = row_times(self.meta, self.meta.episodes[index], key)
+            if times is None:  # no index: the recorded timestamps, checked against the decoded frames
+                times = np.asarray(arrays["timestamp"], dtype=np.float64)
+            self._row_times[(index, key)] = times
+        return times
 
     def emit_uint8(self, on: bool = True) -> None:
         """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says (`on`), or as
@@ -126,13 +140,19 @@ class SampleBuilder:
 
     def file_times(self, episode: EpisodeMeta, key: str, timestamps) -> tuple[float, ...]:
         """Episode-relative `timestamps` (s) of camera `key` on its file's timeline (plus the span's
-        `from_timestamp`), each held within the episode's own frames: a recorded timestamp past the span's end would
+        `from_timestamp`), each held within the times of the episode's own first and last frames (the file's index,
+        `dl.format.frame_times`): a recorded timestamp past the span's end would
         otherwise pick another episode's frame, or none past the file's end (the gap to the query is then checked
         against `tolerance_s` like any other)."""
         bounds = self._bounds.get((episode.index, key))
         if bounds is None:
-            first, last = frame_range(episode.videos[key], self.meta.fps, episode.length)
-            bounds = self._bounds[(episode.index, key)] = (first / self.meta.fps, last / self.meta.fps)
+            found = camera_span(self.meta, episode, key)
+            if found is None:  # no index: the decoder's nearest frame, checked against the query
+                bounds = (-np.inf, np.inf)
+            else:
+                first, last = span_bounds(found[1], found[2], len(found[0]))
+                bounds = (float(found[0][first]), float(found[0][last]))
+            self._bounds[(episode.index, key)] = bounds
         start = episode.videos[key].from_timestamp
         return tuple(min(max(start + t, bounds[0]), bounds[1]) for t in timestamps)
 
