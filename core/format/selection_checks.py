@@ -141,8 +141,10 @@ def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> n
             if times is None:
                 continue
             eps = ep_order[ep_at[g]:ep_at[g + 1]]
-            first[eps], last[eps] = _span_bounds(times, from_ts[eps], to_ts[eps], lengths[eps])
+            first[eps], last[eps], empty = _span_bounds(times, from_ts[eps], to_ts[eps], lengths[eps])
             rows = row_order[row_at[g]:row_at[g + 1]]
+            if empty.any():  # no frame in the span: the stream checks say so
+                rows = rows[~np.isin(seg[rows], eps[empty])]
             with np.errstate(invalid="ignore"):  # a NaN timestamp: its episode is refused by the structure check
                 _, gap = nearest(times, first[seg[rows]], last[seg[rows]], query[rows])
                 np.maximum.at(out, seg[rows], gap)
@@ -157,15 +159,15 @@ def _groups(file_of: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _span_bounds(times: np.ndarray, from_ts: np.ndarray, to_ts: np.ndarray,
-                 lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inclusive first and last frame positions of many episodes' spans of one file (`span_frames`, `span_bounds`,
-    vectorized): int64 [E] each."""
+    vectorized): int64 [E] each, and bool [E] the spans that show no frame."""
     half = half_spacing(times)
     first = np.searchsorted(times, from_ts - half)
     end = np.searchsorted(times, to_ts - half)
     end = np.where((end - first == lengths - 1) & (end < len(times)), end + 1, np.maximum(end, first))
     last = np.minimum(np.maximum(end - 1, first), max(len(times) - 1, 0))
-    return np.minimum(first, last), last
+    return np.minimum(first, last), last, end == first
 
 
 def _nonfinite(features: dict, columns: dict, seg: np.ndarray, n: int) -> dict[str, np.ndarray]:

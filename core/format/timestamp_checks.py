@@ -47,7 +47,8 @@ def span_bounds(first: int, end: int, count: int) -> tuple[int, int]:
 def timestamp_gaps(meta, episode, timestamps: np.ndarray) -> tuple[float, int, str] | None:
     """The largest gap (s) between a row's camera query (`timestamp` + the camera's `from_timestamp`) and the
     nearest frame of the episode's own span of the file (the file's real frame times), with its row and camera;
-    None without cameras (or without an index for any of them)."""
+    None without cameras (or without an index for any of them). A span that shows no frame (past the file's end)
+    is left to the stream checks (`dl.format.streams.check_file`), which say so."""
     worst = None
     ts = np.asarray(timestamps, dtype=np.float64).reshape(-1)
     for key in episode.videos:
@@ -55,6 +56,8 @@ def timestamp_gaps(meta, episode, timestamps: np.ndarray) -> tuple[float, int, s
         if found is None or not len(ts):
             continue
         times, first, end = found
+        if end == first:
+            continue
         lo, hi = span_bounds(first, end, len(times))
         _, gap = nearest(times, np.full(len(ts), lo), np.full(len(ts), hi), episode.videos[key].from_timestamp + ts)
         row = int(gap.argmax())
