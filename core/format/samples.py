@@ -9,6 +9,7 @@ Building is split in two so a loader can decode late: `tabular()` needs only RAM
 frames and the images stored in the data parquet.
 """
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +18,7 @@ import torch
 from ..contracts.config import LoaderConfig
 from ..contracts.decoder import DecodedFrames, Decoder, FrameRequest
 from ..contracts.errors import TimestampToleranceError
+from ..kits.video.torchcodec_video import SHOWN_AFTER_S
 from .columns import EpisodeArrays
 from .delta import delta_indices, window
 from .episodes import episodes_in_file
@@ -56,7 +58,7 @@ class SampleBuilder:
         self._selection: Sequence[EpisodeMeta] = ()  # the selected episodes (`check_streams`)
         self._file_keys: dict[str, str] = {}  # each selected video file -> its camera
         self._checked: set[str] = set()  # video files checked against the selection in this process
-        self._bounds: dict[tuple[int, str], tuple[float, float]] = {}  # (episode, camera) -> first, last frame (s)
+        self._spans: dict[tuple[int, str], list[float] | None] = {}  # (episode, camera) -> its frames' times (s)
         self._row_times: dict[tuple[int, str], np.ndarray] = {}  # frame_pairing "row": (episode, camera) -> times
 
     def check_streams(self, episodes: list[EpisodeMeta]) -> None:
@@ -103,7 +105,7 @@ class SampleBuilder:
             sample["subtask"] = self.meta.subtasks[int(arrays["subtask_index"][row])]
         queries = {}
         for key in self.meta.video_keys:
-            times = arrays["timestamp"] if self.config.frame_pairing == "timestamp" else self.row_times(arrays, key)
+            times = self.query_times(arrays, key)
             if key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
                 sample[f"{key}_is_pad"] = torch.from_numpy(pad)
@@ -119,9 +121,12 @@ class SampleBuilder:
                 sample[key] = EncodedImages((arrays[key][row],))
         return sample, queries
 
-    def row_times(self, arrays: EpisodeArrays, key: str) -> np.ndarray:
-        """With `frame_pairing="row"`: float64 [length], each row's own frame of camera `key` on the episode's
-        timeline (`dl.format.timestamp_checks.row_times`; the loader checked the span holds one frame per row)."""
+    def query_times(self, arrays: EpisodeArrays, key: str) -> np.ndarray:
+        """[length]: each row's camera `key` query on the episode's timeline: its `timestamp` (LeRobot's pairing), or
+        with `frame_pairing="row"` its own frame's time (`dl.format.timestamp_checks.row_times`; the loader checked
+        the span holds one frame per row)."""
+        if self.config.frame_pairing == "timestamp":
+            return arrays["timestamp"]
         index = int(arrays["episode_index"][0])
         times = self._row_times.get((index, key))
         if times is None:
@@ -140,21 +145,24 @@ class SampleBuilder:
 
     def file_times(self, episode: EpisodeMeta, key: str, timestamps) -> tuple[float, ...]:
         """Episode-relative `timestamps` (s) of camera `key` on its file's timeline (plus the span's
-        `from_timestamp`), each held within the times of the episode's own first and last frames (the file's index,
-        `dl.format.frame_times`): a recorded timestamp past the span's end would
-        otherwise pick another episode's frame, or none past the file's end (the gap to the query is then checked
-        against `tolerance_s` like any other)."""
-        bounds = self._bounds.get((episode.index, key))
-        if bounds is None:
+        `from_timestamp`), each replaced by the time of the nearest of the episode's own frames (the file's index,
+        `dl.format.frame_times`): the decoder then decodes exactly that frame, whatever the file's frame rate, and a
+        recorded timestamp past the span's end gets the episode's last frame, not another episode's (the gap to
+        the query is then checked against `tolerance_s` like any other). A file without an index: the query plus
+        half a frame period (the frame shown there is the nearest on a constant-rate stream)."""
+        frames = self._spans.get((episode.index, key), ())
+        if frames == ():
             found = camera_span(self.meta, episode, key)
-            if found is None:  # no index: the decoder's nearest frame, checked against the query
-                bounds = (-np.inf, np.inf)
+            if found is None:
+                frames = None
             else:
                 first, last = span_bounds(found[1], found[2], len(found[0]))
-                bounds = (float(found[0][first]), float(found[0][last]))
-            self._bounds[(episode.index, key)] = bounds
+                frames = found[0][first:last + 1].tolist()
+            self._spans[(episode.index, key)] = frames
         start = episode.videos[key].from_timestamp
-        return tuple(min(max(start + t, bounds[0]), bounds[1]) for t in timestamps)
+        if frames is None:
+            return tuple(start + t + 0.5 / self.meta.fps - 2 * SHOWN_AFTER_S for t in timestamps)
+        return tuple(_nearest(frames, start + t) for t in timestamps)
 
     def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:
         """Per video camera key, what to ask the decoder for: the queried timestamps on the file's timeline, held
@@ -232,6 +240,16 @@ class SampleBuilder:
         """The full sample at `row` of `episode`."""
         sample, queries = self.tabular(arrays, row)
         return self.decode(episode, sample, queries)
+
+
+def _nearest(times: list[float], query: float) -> float:
+    """The element of `times` (ascending, not empty) nearest `query` (the earlier on a tie, as LeRobot's argmin)."""
+    at = bisect.bisect_left(times, query)
+    if at == 0:
+        return times[0]
+    if at == len(times) or query - times[at - 1] <= times[at] - query:
+        return times[at - 1]
+    return times[at]
 
 
 def _to_tensor(value):
