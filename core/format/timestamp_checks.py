@@ -44,6 +44,18 @@ def span_bounds(first: int, end: int, count: int) -> tuple[int, int]:
     return min(first, last), last
 
 
+def span_ends(meta, episode, key: str) -> tuple[float, float]:
+    """The times (s, file timeline) of the first and last frame of `episode`'s span of camera `key`: from the
+    file's index (`camera_span`), or, for a file without one (or a span that shows no frame), from_timestamp and
+    one frame per row at info.json's fps."""
+    found = camera_span(meta, episode, key)
+    if found is None or found[2] == found[1]:
+        start = episode.videos[key].from_timestamp
+        return start, start + (episode.length - 1) / meta.fps
+    times, first, end = found
+    return float(times[first]), float(times[end - 1])
+
+
 def timestamp_gaps(meta, episode, timestamps: np.ndarray) -> tuple[float, int, str] | None:
     """The largest gap (s) between a row's camera query (`timestamp` + the camera's `from_timestamp`) and the
     nearest frame of the episode's own span of the file (the file's real frame times), with its row and camera;

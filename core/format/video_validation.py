@@ -13,7 +13,7 @@ from ..contracts.decoder import Decoder
 from ..contracts.errors import DlError, describe
 from .findings import Finding, collected
 from .streams import check_file, warn_claims, warn_size
-from .timestamp_checks import camera_span
+from .timestamp_checks import span_ends
 
 RUN_FRAMES = 64
 """Frames per `Decoder.frames_in_run` call when every frame is decoded."""
@@ -64,7 +64,7 @@ def _decode(meta, decoder: Decoder, key: str, path: str, facts: dict, eps: list,
         every = frames.tolist() if frames is not None else [k / rate for k in range(int(facts["num_frames"] or 0))]
         times = [every[start:start + RUN_FRAMES] for start in range(0, len(every), RUN_FRAMES)]
     else:
-        times = [list(_ends(meta, key, ep)) for ep in eps]
+        times = [list(span_ends(meta, ep, key)) for ep in eps]
     pts = []
     for run in times:
         try:
@@ -76,24 +76,13 @@ def _decode(meta, decoder: Decoder, key: str, path: str, facts: dict, eps: list,
     return np.asarray(pts, dtype=np.float64), None
 
 
-def _ends(meta, key: str, ep) -> tuple[float, float]:
-    """The times (s) of the first and last frame of `ep`'s span of camera `key`: from the file's index
-    (`dl.format.timestamp_checks.camera_span`), else from_timestamp and one frame per row at info.json's fps."""
-    found = camera_span(meta, ep, key)
-    if found is None or found[2] == found[1]:
-        start = ep.videos[key].from_timestamp
-        return start, start + (ep.length - 1) / meta.fps
-    times, first, end = found
-    return float(times[first]), float(times[end - 1])
-
-
 def _check_ends(meta, key: str, path: str, eps: list, pts: np.ndarray, tolerance_s: float, out) -> None:
     """Each episode's first frame must show at the `from_timestamp` meta/episodes gives, and its first and last
     frame (by the file's index) must be among the decoded frames."""
     if not len(pts):
         return
     for ep in eps:
-        first, last = _ends(meta, key, ep)
+        first, last = span_ends(meta, ep, key)
         for what, t in (("first", ep.videos[key].from_timestamp), ("first", first), ("last", last)):
             nearest = pts[int(np.abs(pts - t).argmin())]
             if abs(nearest - t) >= max(tolerance_s, 1e-4):
