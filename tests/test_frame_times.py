@@ -112,8 +112,9 @@ def test_drift_is_said_in_one_line_and_no_tolerance_is_suggested(drifting, loade
         list(ds) if loader == "pool" else None
     message = str(err.value)
     assert "\n" not in message and "episode " in message and "data/chunk-000/file-00" in message
-    assert "holds one frame per row" in message and "drift from those frames: by the episode's end by +0.0" in message
-    assert "LeRobot's pairing (nearest frame of the file) would serve" in message
+    assert "holds one frame per row" in message and "drift from them to +0.0" in message
+    assert "by the episode's end; LeRobot's pairing (the file's nearest frame), at a tolerance_s that serves it, " \
+           "would serve another episode's frames" in message
     assert "--frame-pairing row" in message and "--tolerance-s" not in message
 
 

@@ -134,11 +134,11 @@ def check_tolerance(where: str, meta, episode, timestamps: np.ndarray, tolerance
         lerobot = ("another episode's frames" if moved["other_episode"] else f"frames up to {moved['away']} away "
                    "from the row's own" if moved["away"] else "each row its own frame")
         shift = moved["shift_s"]
-        shifted = (f"are shifted by {shift:+.6f} s ({shift / moved['period']:+.2f} frames) from those frames and "
-                   if abs(shift) >= tolerance_s else "")
-        drifted = (f" Its video holds one frame per row, but the timestamps {shifted}drift from those frames: by the "
-                   f"episode's end by {moved['drift_s']:+.6f} s ({moved['frames']:+.2f} frames); LeRobot's pairing "
-                   f"(nearest frame of the file) would serve {lerobot}.")
+        shifted = (f"are shifted by {shift:+.6f} s ({shift / moved['period']:+.2f} frames) from those frames on the "
+                   "median and " if abs(shift) >= tolerance_s else "")
+        drifted = (f" Its video holds one frame per row, but its timestamps {shifted}drift from them to "
+                   f"{moved['drift_s']:+.6f} s ({moved['frames']:+.2f} frames) by the episode's end; LeRobot's "
+                   f"pairing (the file's nearest frame), at a tolerance_s that serves it, would serve {lerobot}.")
     outside = not (times[min(first, len(times) - 1)] - 0.5 * period <= span.from_timestamp + ts[row]
                    <= times[max(min(end, len(times)) - 1, 0)] + 0.5 * period)
     past = (" That row's timestamp lies outside the episode's frames: LeRobot would take another episode's frame "
