@@ -47,6 +47,8 @@ OUTCOMES = {
     "dl_refuses_inconsistent_span": "dl refuses an episode whose camera span is not its length (from or to "
                                     "timestamp wrong, and which one cannot be told); LeRobot reads only from_timestamp",
     "lerobot_fails_dl_serves": "LeRobot raises; dl serves the row's values",
+    "dl_refuses_episode_lerobot_fails_in_it": "dl refuses the episode up front (one line, with the fix); LeRobot "
+                                              "serves this row right but raises on other rows of the episode",
     "both_wrong_same": "equal, and both not the row's own frame (a tolerance over half a frame, LeRobot's pairing)",
     "MISMATCH": "values differ, unexplained",
     "DL_REFUSES_GOOD_DATA": "dl refuses a sample LeRobot serves right",
@@ -228,6 +230,13 @@ def compare_case(spec: dict, config, ref: dict) -> dict[str, int]:
             where = {p: (chosen[int(np.searchsorted(starts, p, side="right")) - 1],
                          p - int(starts[int(np.searchsorted(starts, p, side="right")) - 1]))
                      for p in range(int(starts[-1]))}
+    failing = set()  # episodes on some row of which LeRobot raises
+    if ref["error"] is None and meta_of(spec["root"]) is not None:
+        meta = meta_of(spec["root"])
+        chosen = spec["episodes"] or sorted(meta.episodes)
+        firsts = np.cumsum([0] + [meta.episodes[e].length for e in chosen])
+        failing = {chosen[int(np.searchsorted(firsts, p, side="right")) - 1] for p, s in ref["samples"].items()
+                   if "__error__" in s}
     positions = ref["samples"] if ref["error"] is None else (where or range(len(whole) if not isinstance(whole, str)
                                                                             else 0))
     for position in positions:
@@ -243,10 +252,24 @@ def compare_case(spec: dict, config, ref: dict) -> dict[str, int]:
             except IndexError:  # LeRobot serves more positions than dl
                 counts["MISMATCH"] += 1
                 continue
-        counts[_outcome(ours, theirs, ds, config, spec["delta"], spec["kind"] == "timing")] += 1
+        outcome = _outcome(ours, theirs, ds, config, spec["delta"], spec["kind"] == "timing")
+        if outcome == "DL_REFUSES_GOOD_DATA" and int(theirs["episode_index"]) in failing:
+            outcome = "dl_refuses_episode_lerobot_fails_in_it"
+        counts[outcome] += 1
     if ref["error"] is not None and not positions:
         counts["dl_refuses_lerobot_fails"] += 1  # neither builds: one outcome for the case
     return counts
+
+
+def meta_of(root: str):
+    """The dataset's metadata, or None when dl cannot open it."""
+    import dl
+    from dl.host.assembly import open_dataset
+
+    try:
+        return open_dataset(root)
+    except dl.DlError:
+        return None
 
 
 def _outcome(ours, theirs: dict, ds, config, delta, own: bool) -> str:

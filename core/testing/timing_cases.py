@@ -18,15 +18,16 @@ TIMING_CASES: dict[str, RealCase] = {
                              recording_tail_s=0.0037),
     "ntsc": _case("a 29.97 fps (30000/1001) camera, info.json fps 30, timestamps frame_index / 30",
                   video_rate="30000/1001"),
-    "vfr": _case("a variable-frame-rate file (frames up to 0.3 frame off the grid), timestamps the frames' times",
-                 vfr_jitter=0.3),
+    "vfr": _case("a variable-frame-rate file (frames up to 0.3 frame off the grid), timestamps the frames' times; "
+                 "40-60 frame episodes, whose timestamps' median spacing stays within 5% of 1/fps",
+                 vfr_jitter=0.3, frames_per_episode=(40, 60)),
     "edit_list": _case("every video file cut by stream copy after 3 leading frames: its edit list starts the "
                        "timeline after them", edit_list_frames=3),
     "bframes": _case("H.264 with B-frames (x264's reordering, a 12-frame GOP; composition offsets and an edit list)",
                      gop=12),
-    "drift": _case("wall-clock timestamps 4% slow against a video of one frame per row (by an episode's end, a "
-                   "row's timestamp is over half a frame past its own frame; 5% would read as a wrong fps)",
-                   recorded_timestamps=(0.0, 0.04, 0.0)),
+    "drift": _case("wall-clock timestamps 4% slow against a video of one frame per row, 40-60 frame episodes (by "
+                   "an episode's end, a row's timestamp is up to 2.4 frames past its own frame; 5% would read as a "
+                   "wrong fps)", recorded_timestamps=(0.0, 0.04, 0.0), frames_per_episode=(40, 60)),
 }
 """Every frame-time case, by name (issue 50)."""
 
