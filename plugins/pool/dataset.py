@@ -341,7 +341,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
 
     def _with_reads(self, ep: EpisodeMeta, order: list[tuple[int, int, int]]) -> list[FileSpan]:
         """`ep`'s file spans, each video span with the reads `(first row, last row, rank)` as times: from the first
-        row's frame to the frame after the last row's (the file's frame times, `dl.format.frame_times`)."""
+        row's frame to one frame period after the last row's (the file's frame times, `dl.format.frame_times`)."""
         frames = {video.path: camera_span(self.meta, ep, key) for key, video in ep.videos.items()} if order else {}
         out = []
         for span in self.meta.file_spans(ep):
@@ -350,7 +350,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
                 times, start, end = found
                 half = half_spacing(times)
                 at = [min(start + r, len(times) - 1) for first, last, _ in order for r in (first, last)]
-                span = replace(span, reads=tuple((float(times[at[2 * i]]) - half, float(times[at[2 * i + 1]]) + half,
+                span = replace(span, reads=tuple((float(times[at[2 * i]]), float(times[at[2 * i + 1]]) + 2 * half,
                                                   rank) for i, (_, _, rank) in enumerate(order)))
             out.append(span)
         return out
