@@ -47,8 +47,9 @@ OUTCOMES = {
     "dl_refuses_inconsistent_span": "dl refuses an episode whose camera span is not its length (from or to "
                                     "timestamp wrong, and which one cannot be told); LeRobot reads only from_timestamp",
     "lerobot_fails_dl_serves": "LeRobot raises; dl serves the row's values",
-    "dl_refuses_episode_lerobot_fails_in_it": "dl refuses the episode up front (one line, with the fix); LeRobot "
-                                              "serves this row right but raises on other rows of the episode",
+    "dl_refuses_episode_lerobot_errs_in_it": "dl refuses the episode up front (one line, with the fix); LeRobot "
+                                             "serves this row right but raises, or serves wrong values, on other "
+                                             "rows of the episode",
     "both_wrong_same": "equal, and both not the row's own frame (a tolerance over half a frame, LeRobot's pairing)",
     "MISMATCH": "values differ, unexplained",
     "DL_REFUSES_GOOD_DATA": "dl refuses a sample LeRobot serves right",
@@ -230,13 +231,17 @@ def compare_case(spec: dict, config, ref: dict) -> dict[str, int]:
             where = {p: (chosen[int(np.searchsorted(starts, p, side="right")) - 1],
                          p - int(starts[int(np.searchsorted(starts, p, side="right")) - 1]))
                      for p in range(int(starts[-1]))}
-    failing = set()  # episodes on some row of which LeRobot raises
+    failing = set()  # episodes on some row of which LeRobot raises or serves wrong values
     if ref["error"] is None and meta_of(spec["root"]) is not None:
+        from dl.testing.real_cases import sample_problems
+        from dl.testing.timing_cases import own_frame
+
         meta = meta_of(spec["root"])
         chosen = spec["episodes"] or sorted(meta.episodes)
         firsts = np.cumsum([0] + [meta.episodes[e].length for e in chosen])
+        own = own_frame if spec["kind"] == "timing" else None
         failing = {chosen[int(np.searchsorted(firsts, p, side="right")) - 1] for p, s in ref["samples"].items()
-                   if "__error__" in s}
+                   if "__error__" in s or sample_problems(config, s, spec["delta"], own)}
     positions = ref["samples"] if ref["error"] is None else (where or range(len(whole) if not isinstance(whole, str)
                                                                             else 0))
     for position in positions:
@@ -254,7 +259,7 @@ def compare_case(spec: dict, config, ref: dict) -> dict[str, int]:
                 continue
         outcome = _outcome(ours, theirs, ds, config, spec["delta"], spec["kind"] == "timing")
         if outcome == "DL_REFUSES_GOOD_DATA" and int(theirs["episode_index"]) in failing:
-            outcome = "dl_refuses_episode_lerobot_fails_in_it"
+            outcome = "dl_refuses_episode_lerobot_errs_in_it"
         counts[outcome] += 1
     if ref["error"] is not None and not positions:
         counts["dl_refuses_lerobot_fails"] += 1  # neither builds: one outcome for the case
