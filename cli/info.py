@@ -86,8 +86,8 @@ def _timestamps(meta, episode, tolerance_s: float) -> str:
     import numpy as np
 
     from dl.contracts.errors import DlError
-    from dl.format.checks import suggest_tolerance, timestamp_gaps
     from dl.format.tabular import read_episode_arrays
+    from dl.format.timestamp_checks import drift, suggest_tolerance, timestamp_gaps
 
     try:
         ts = read_episode_arrays(meta, episode, ["timestamp"])["timestamp"].astype(np.float64).reshape(-1)
@@ -98,11 +98,15 @@ def _timestamps(meta, episode, tolerance_s: float) -> str:
     kind = ("frame_index / fps" if abs(offset) < 1e-4 and abs(spacing * meta.fps - 1) < 1e-4 else
             f"recorded: start {ts[0]:.6f} s, median spacing {spacing:.6f} s ({(spacing * meta.fps - 1) * 100:+.2f}% "
             f"from 1/fps)")
-    found = timestamp_gaps(episode, meta.fps, ts)
+    found = timestamp_gaps(meta, episode, ts)
     if found is None:
         return f"timestamps (episode {episode.index}): {kind}; no cameras to match them to"
     gap = found[0]
+    moved = drift(meta, episode, found[2], ts)
     verdict = (f"served with --tolerance-s {tolerance_s}" if gap < tolerance_s else
-               f"[needs --tolerance-s {suggest_tolerance(gap)}; refused with {tolerance_s}]")
+               f"[needs --tolerance-s {suggest_tolerance(gap)}; refused with {tolerance_s}]"
+               if suggest_tolerance(gap) < 0.5 / meta.fps or moved is None else
+               f"[refused; one frame per row, drifting {moved['drift_s']:+.6f} s by the episode's end: "
+               "--frame-pairing row serves each row its own frame]")
     return (f"timestamps (episode {episode.index}): {kind}; largest gap to a camera frame {gap:.6f} s: {verdict} "
             "(`dl validate` checks every episode)")

@@ -57,6 +57,9 @@ _DEFAULTS = RunSpec()
 @click.option("--tolerance-s", type=click.FloatRange(0, min_open=True), help="Serve a camera frame when its timestamp "
               f"is less than this many seconds from the row's, as LeRobot's tolerance_s [{_DEFAULTS.tolerance_s}]; "
               "raise it for recorded (wall-clock) timestamps: `dl validate` says which value serves them.")
+@click.option("--frame-pairing", type=click.Choice(["timestamp", "row"]), help="Which camera frame a row gets: the "
+              "one nearest its timestamp (LeRobot's) or, with row, frame i of its episode for row i (recorded "
+              "timestamps that drift from a video of one frame per row; windows count frames) [timestamp].")
 @click.option("--strict", is_flag=True, default=None, help="Refuse NaN or inf in float features instead of warning "
               "(LeRobot serves them as stored).")
 @click.option("--batch-size", type=click.IntRange(1), help=f"[{_DEFAULTS.batch_size}]")

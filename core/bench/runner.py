@@ -117,7 +117,8 @@ def _build(spec: RunSpec) -> tuple[Assembly, dict, float]:
     metadata_s = time.perf_counter() - t0
     delta = {**mode_delta_timestamps(spec.mode, meta), **spec.delta_timestamps}
     config = LoaderConfig(episodes=spec.episodes, delta_timestamps=delta or None, image_dtype=spec.image_dtype,
-                          tolerance_s=spec.tolerance_s, strict=spec.strict, seed=spec.seed)
+                          tolerance_s=spec.tolerance_s, frame_pairing=spec.frame_pairing, strict=spec.strict,
+                          seed=spec.seed)
     built = build_loader(meta, spec.loader, spec.decoder, config=config, loader_options=spec.loader_options,
                          decoder_options=spec.decoder_options, wrap_decoder=TimedDecoder)
     return built, delta, metadata_s

@@ -16,6 +16,10 @@ class LoaderConfig:
         image_dtype: "float32" gives camera frames in [0, 1] (LeRobot's format); "uint8" gives raw [0, 255].
         tolerance_s: a camera frame is served when its timestamp is less than this many seconds from the row's
             (LeRobot's `tolerance_s`, default 1e-4 s); raise it for recorded (wall-clock) timestamps.
+        frame_pairing: which camera frame a row gets: "timestamp" (LeRobot's: the frame nearest the row's timestamp
+            within `tolerance_s`) or "row" (row i of an episode gets frame i of its span, delta_timestamps windows
+            count frames: for recorded timestamps that drift from a video holding one frame per row;
+            `dl.format.timestamp_checks`).
         strict: refuse data LeRobot serves as stored but that is likely wrong (NaN or inf in float features)
             instead of warning about it.
         seed: seeds every order the loader draws (shuffle, partition), with the epoch.
@@ -27,6 +31,7 @@ class LoaderConfig:
     delta_timestamps: dict[str, list[float]] | None = None
     image_dtype: str = "float32"
     tolerance_s: float = 1e-4
+    frame_pairing: str = "timestamp"
     strict: bool = False
     seed: int = 0
     rank: int | None = None
@@ -35,6 +40,8 @@ class LoaderConfig:
     def __post_init__(self):
         if self.image_dtype not in IMAGE_DTYPES:
             raise ValueError(f"image_dtype must be one of {IMAGE_DTYPES}, got {self.image_dtype!r}")
+        if self.frame_pairing not in ("timestamp", "row"):
+            raise ValueError(f"frame_pairing must be \"timestamp\" or \"row\", got {self.frame_pairing!r}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
         if not (isinstance(self.tolerance_s, int | float) and 0 < self.tolerance_s < float("inf")):

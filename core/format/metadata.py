@@ -30,6 +30,7 @@ from ..contracts.source import FileSpan, Source
 from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
 from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
 from .features import camera_keys, check_features, left_out, video_info
+from .frame_times import FrameTimes
 
 __all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
 
@@ -61,6 +62,8 @@ class DatasetMeta:
         stats: the parsed `meta/stats.json` ({} when absent).
         files: `{relative path: size in bytes}` of every file under `meta/` and the top folders of
             `data_path` and `video_path`, listed once when loading.
+        frame_times: the video files' frame times read so far (`dl.format.frame_times.FrameTimes`), read by the
+            process that builds a loader and carried with this object to workers and ranks.
 
     Raises (from `load`):
         DatasetFormatError: not a v3.0 dataset, or metadata missing/inconsistent.
@@ -71,6 +74,7 @@ class DatasetMeta:
         self.source, self.info, self.columns, self.tasks, self.stats = source, info, columns, tasks, stats
         self.episodes = EpisodeMapping(columns)
         self.files, self.subtasks = files, subtasks or {}
+        self.frame_times = FrameTimes()
         self.fps: int = info["fps"]
         self.features: dict = info["features"]
         self.left_out: dict[str, str] = left_out(self.features)

@@ -9,6 +9,7 @@ Building is split in two so a loader can decode late: `tabular()` needs only RAM
 frames and the images stored in the data parquet.
 """
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,12 +18,13 @@ import torch
 from ..contracts.config import LoaderConfig
 from ..contracts.decoder import DecodedFrames, Decoder, FrameRequest
 from ..contracts.errors import TimestampToleranceError
-from .checks import frame_range
+from ..kits.video.torchcodec_video import SHOWN_AFTER_S
 from .columns import EpisodeArrays
 from .delta import delta_indices, window
 from .episodes import episodes_in_file
 from .metadata import DatasetMeta, EpisodeMeta
 from .streams import check_file, check_streams
+from .timestamp_checks import camera_span, row_times, span_bounds
 
 VideoQueries = dict[str, list[float]]
 """Per video camera key, the episode-relative timestamps (s) to decode."""
@@ -40,7 +42,7 @@ class SampleBuilder:
         meta: the dataset metadata.
         keys: the tabular keys to emit (see `dl.format.tabular.tabular_keys`).
         decoder: decodes camera frames.
-        config: delta_timestamps, image_dtype and tolerance_s are used.
+        config: delta_timestamps, image_dtype, tolerance_s and frame_pairing are used.
 
     Raises:
         DlError: (at construction) a bad delta_timestamps.
@@ -56,7 +58,8 @@ class SampleBuilder:
         self._selection: Sequence[EpisodeMeta] = ()  # the selected episodes (`check_streams`)
         self._file_keys: dict[str, str] = {}  # each selected video file -> its camera
         self._checked: set[str] = set()  # video files checked against the selection in this process
-        self._bounds: dict[tuple[int, str], tuple[float, float]] = {}  # (episode, camera) -> first, last frame (s)
+        self._spans: dict[tuple[int, str], list[float] | None] = {}  # (episode, camera) -> its frames' times (s)
+        self._row_times: dict[tuple[int, str], np.ndarray] = {}  # frame_pairing "row": (episode, camera) -> times
 
     def check_streams(self, episodes: list[EpisodeMeta]) -> None:
         """Check the selection's video files against info.json and meta/episodes: the first episode's files now
@@ -102,12 +105,13 @@ class SampleBuilder:
             sample["subtask"] = self.meta.subtasks[int(arrays["subtask_index"][row])]
         queries = {}
         for key in self.meta.video_keys:
+            times = self.query_times(arrays, key)
             if key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
                 sample[f"{key}_is_pad"] = torch.from_numpy(pad)
-                queries[key] = arrays["timestamp"][rows].tolist()
+                queries[key] = times[rows].tolist()
             else:
-                queries[key] = [arrays["timestamp"][row].item()]
+                queries[key] = [times[row].item()]
         for key in self.meta.image_keys:
             if key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
@@ -116,6 +120,21 @@ class SampleBuilder:
             else:
                 sample[key] = EncodedImages((arrays[key][row],))
         return sample, queries
+
+    def query_times(self, arrays: EpisodeArrays, key: str) -> np.ndarray:
+        """[length]: each row's camera `key` query on the episode's timeline: its `timestamp` (LeRobot's pairing), or
+        with `frame_pairing="row"` its own frame's time (`dl.format.timestamp_checks.row_times`; the loader checked
+        the span holds one frame per row)."""
+        if self.config.frame_pairing == "timestamp":
+            return arrays["timestamp"]
+        index = int(arrays["episode_index"][0])
+        times = self._row_times.get((index, key))
+        if times is None:
+            times = row_times(self.meta, self.meta.episodes[index], key)
+            if times is None:  # no index: the recorded timestamps, checked against the decoded frames
+                times = np.asarray(arrays["timestamp"], dtype=np.float64)
+            self._row_times[(index, key)] = times
+        return times
 
     def emit_uint8(self, on: bool = True) -> None:
         """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says (`on`), or as
@@ -126,15 +145,24 @@ class SampleBuilder:
 
     def file_times(self, episode: EpisodeMeta, key: str, timestamps) -> tuple[float, ...]:
         """Episode-relative `timestamps` (s) of camera `key` on its file's timeline (plus the span's
-        `from_timestamp`), each held within the episode's own frames: a recorded timestamp past the span's end would
-        otherwise pick another episode's frame, or none past the file's end (the gap to the query is then checked
-        against `tolerance_s` like any other)."""
-        bounds = self._bounds.get((episode.index, key))
-        if bounds is None:
-            first, last = frame_range(episode.videos[key], self.meta.fps, episode.length)
-            bounds = self._bounds[(episode.index, key)] = (first / self.meta.fps, last / self.meta.fps)
+        `from_timestamp`), each replaced by the time of the nearest of the episode's own frames (the file's index,
+        `dl.format.frame_times`): the decoder then decodes exactly that frame, whatever the file's frame rate, and a
+        recorded timestamp past the span's end gets the episode's last frame, not another episode's (the gap to
+        the query is then checked against `tolerance_s` like any other). A file without an index: the query plus
+        half a frame period (the frame shown there is the nearest on a constant-rate stream)."""
+        frames = self._spans.get((episode.index, key), ())
+        if frames == ():
+            found = camera_span(self.meta, episode, key)
+            if found is None:
+                frames = None
+            else:
+                first, last = span_bounds(found[1], found[2], len(found[0]))
+                frames = found[0][first:last + 1].tolist()
+            self._spans[(episode.index, key)] = frames
         start = episode.videos[key].from_timestamp
-        return tuple(min(max(start + t, bounds[0]), bounds[1]) for t in timestamps)
+        if frames is None:
+            return tuple(start + t + 0.5 / self.meta.fps - 2 * SHOWN_AFTER_S for t in timestamps)
+        return tuple(_nearest(frames, start + t) for t in timestamps)
 
     def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:
         """Per video camera key, what to ask the decoder for: the queried timestamps on the file's timeline, held
@@ -212,6 +240,16 @@ class SampleBuilder:
         """The full sample at `row` of `episode`."""
         sample, queries = self.tabular(arrays, row)
         return self.decode(episode, sample, queries)
+
+
+def _nearest(times: list[float], query: float) -> float:
+    """The element of `times` (ascending, not empty) nearest `query` (the earlier on a tie, as LeRobot's argmin)."""
+    at = bisect.bisect_left(times, query)
+    if at == 0:
+        return times[0]
+    if at == len(times) or query - times[at - 1] <= times[at] - query:
+        return times[at - 1]
+    return times[at]
 
 
 def _to_tensor(value):

@@ -78,11 +78,13 @@ def check_batch(config: SyntheticConfig, batch: dict, delta: dict[str, list[floa
     return indices
 
 
-def sample_problems(config: SyntheticConfig, sample: dict, delta: dict[str, list[float]] | None) -> list[str]:
+def sample_problems(config: SyntheticConfig, sample: dict, delta: dict[str, list[float]] | None,
+                    frame_of=None) -> list[str]:
     """What in one sample differs from what LeRobot serves from the dataset `config` describes, in words (empty
-    when nothing): camera frames by their index codes (the frame nearest each row's timestamp, held within the
-    episode), vectors by the generator's values, windows clamped to the episode and flagged in `{key}_is_pad`,
-    `task` and `subtask`."""
+    when nothing): camera frames by their index codes (`frame_of(global index)`, default `served_index`: the frame
+    nearest each row's timestamp, held within the episode), vectors by the generator's values, windows clamped to
+    the episode and flagged in `{key}_is_pad`, `task` and `subtask`."""
+    frame_of = frame_of or (lambda i: served_index(config, i))
     lengths = config.episode_lengths()
     starts = np.concatenate([[0], np.cumsum(lengths)])
     index = int(sample["index"])
@@ -111,7 +113,7 @@ def sample_problems(config: SyntheticConfig, sample: dict, delta: dict[str, list
                 code = read_frame_code(frame)
             except ValueError as exc:
                 code = str(exc)
-            if code != (served_index(config, first + r), camera):
+            if code != (frame_of(first + r), camera):
                 problems.append(f"index {index}: {key} row {r} shows {code}")
         problems += _pad_problems(sample, key, row, offsets.get(key), length, index)
     return problems

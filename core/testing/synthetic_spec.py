@@ -74,6 +74,30 @@ class SyntheticConfig:
     - ``language_columns``: LeRobot 0.6's ``language_persistent`` / ``language_events`` columns (dtype "language").
     - ``subtasks``: > 0 writes LeRobot 0.4's ``subtask_index`` feature (``(frame_index // 10) % subtasks``) and
       ``meta/subtasks.parquet``.
+
+    Frame times of real recordings (a video's frames off the 1/fps grid of its file; the rows' timestamps stay
+    ``frame_index / fps`` unless said otherwise):
+
+    - ``concatenated``: each episode is encoded as its own recording and a file's recordings are joined with FFmpeg's
+      concat demuxer and stream copy, as LeRobot's ``concatenate_video_files`` (aggregate, the v2.1 -> v3.0
+      converter) joins them; ``from_timestamp`` is the sum of the earlier recordings' stream durations, read back
+      from each file (``ffprobe``, as LeRobot's ``get_video_duration_in_s``). The concat demuxer places each
+      recording at the earlier ones' container durations, which FFmpeg's muxer rounds to its movie timescale (1000
+      unless ``movie_timescale``), so frames may lie off ``from_timestamp`` by up to 0.5 ms per recording, as in
+      LeRobot's own aggregated datasets written with FFmpeg's muxer.
+    - ``movie_timescale``: with ``concatenated``, each recording's movie (``mvhd``) timescale: the track's (15360 at
+      30 fps) places every recording exactly at its ``from_timestamp``.
+    - ``recording_tail_s``: with ``concatenated``, each recording's last frame lasts this much longer than 1/fps
+      (a recorder stopping after its last frame): durations are not whole frames, and each episode starts off the
+      grid of the one before.
+    - ``video_rate``: the cameras run at this rate (e.g. ``"30000/1001"``, 29.97 fps) while info.json says ``fps``
+      and the rows' timestamps count ``frame_index / fps``: one frame per row, drifting from the timestamps.
+    - ``vfr_jitter``: a variable-frame-rate file: frame ``k`` of a file is shown at
+      ``(k + vfr_jitter * sin(k)) / fps`` (0 <= vfr_jitter < 0.45), and the rows' timestamps are those times less
+      their episode's first (a recorder writing its frames' times).
+    - ``edit_list_frames``: each video file is written with this many more leading frames (index codes no row has)
+      and cut with stream copy, so its edit list starts the timeline after them (``elst`` media time).
+    - B-frames: ``codec="h264"`` (x264 reorders frames; FFmpeg writes composition offsets and an edit list).
     """
 
     episodes: int = 24
@@ -100,6 +124,12 @@ class SyntheticConfig:
     depth_camera: bool = False
     language_columns: bool = False
     subtasks: int = 0
+    concatenated: bool = False
+    recording_tail_s: float = 0.0
+    movie_timescale: int | None = None
+    video_rate: str | None = None
+    vfr_jitter: float = 0.0
+    edit_list_frames: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "frames_per_episode", tuple(self.frames_per_episode))  # lists stay hashable
@@ -135,6 +165,15 @@ class SyntheticConfig:
             (self.info_total_episodes is None or self.info_total_episodes >= self.episodes,
              "info_total_episodes must be None or >= episodes"),
             (self.subtasks >= 0, f"subtasks must be >= 0, got {self.subtasks}"),
+            (self.recording_tail_s >= 0 and (self.concatenated or not self.recording_tail_s),
+             "recording_tail_s must be >= 0, and needs concatenated"),
+            (self.movie_timescale is None or (self.concatenated and self.movie_timescale > 0),
+             "movie_timescale must be None or > 0, and needs concatenated"),
+            (self.video_rate is None or _rate(self.video_rate) > 0, f"video_rate must be N/D, got {self.video_rate}"),
+            (0 <= self.vfr_jitter < 0.45, f"vfr_jitter must be in [0, 0.45), got {self.vfr_jitter}"),
+            (not (self.vfr_jitter and (self.concatenated or self.video_rate or self.recorded_timestamps)),
+             "vfr_jitter writes its own timestamps: not with concatenated, video_rate or recorded_timestamps"),
+            (self.edit_list_frames >= 0, f"edit_list_frames must be >= 0, got {self.edit_list_frames}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -161,11 +200,36 @@ class SyntheticConfig:
         return np.random.default_rng(self.seed).integers(lo, hi + 1, size=self.episodes, dtype=np.int64)
 
 
+def _rate(text: str) -> float:
+    num, _, den = str(text).partition("/")
+    try:
+        return float(num) / float(den or 1)
+    except (ValueError, ZeroDivisionError):
+        return 0.0
+
+
+def vfr_times(config: SyntheticConfig, count: int) -> np.ndarray:
+    """float64 [count]: with ``vfr_jitter``, when frames 0..count-1 of a video file are shown (s)."""
+    k = np.arange(count, dtype=np.float64)
+    return (k + config.vfr_jitter * np.sin(k)) / config.fps
+
+
 def timestamps(config: SyntheticConfig) -> np.ndarray:
     """The ``timestamp`` column the generator writes, float32 [total frames]: ``frame_index / fps``, or with
-    ``recorded_timestamps`` the recorded times (offset, drift and seeded jitter)."""
+    ``recorded_timestamps`` the recorded times (offset, drift and seeded jitter), or with ``vfr_jitter`` each
+    frame's time in its file less its episode's first frame's."""
     lengths = config.episode_lengths()
     frame_index = np.concatenate([np.arange(n) for n in lengths]) if len(lengths) else np.zeros(0)
+    if config.vfr_jitter:
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        out = []
+        for first in range(0, config.episodes, config.episodes_per_file):
+            eps = range(first, min(first + config.episodes_per_file, config.episodes))
+            times = vfr_times(config, int(starts[eps[-1] + 1] - starts[first]))
+            for e in eps:
+                own = times[starts[e] - starts[first]:starts[e + 1] - starts[first]]
+                out.append(own - own[0])
+        return np.concatenate(out).astype(np.float32)
     if config.recorded_timestamps is None:
         return (frame_index / config.fps).astype(np.float32)
     offset, drift, jitter = config.recorded_timestamps

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from .synthetic_spec import (
     task_string,
     timestamps,
 )
+from .synthetic_timing import input_args, write_camera_file
 
 CHUNKS_SIZE = 1000
 DEPTH_KEY = "observation.images.depth"
@@ -59,12 +61,18 @@ def _ffmpeg(ffmpeg: str, path: pathlib.Path, args: list[str], frames) -> None:
             raise RuntimeError(f"ffmpeg failed (exit {code}) encoding {path}:\n{tail}")
 
 
-def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, indices: range) -> None:
-    """Encode camera `camera`'s `frame_code` frames for global `indices` into the mp4 `path` (raw rgb24 piped)."""
-    args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{cfg.width}x{cfg.height}", "-r", str(cfg.fps), "-i", "-",
-            "-an", *_CODEC_ARGS[cfg.codec], "-g", str(cfg.gop), "-pix_fmt", "yuv420p"]
+def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, indices) -> None:
+    """Encode camera `camera`'s `frame_code` frames for global `indices` into the mp4 `path` (raw rgb24 piped), timed
+    as `dl.testing.synthetic_timing.input_args` says."""
+    rate, timing = input_args(cfg)
+    args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{cfg.width}x{cfg.height}", *rate, "-i", "-",
+            "-an", *_CODEC_ARGS[cfg.codec], "-g", str(cfg.gop), "-pix_fmt", "yuv420p", *timing]
     frames = (frame_code(i, camera, width=cfg.width, height=cfg.height, texture=cfg.texture) for i in indices)
     _ffmpeg(ffmpeg, path, args, (frame.tobytes() for frame in frames))
+
+
+def _encode_camera(ffmpeg: str, cfg: SyntheticConfig, camera: int, path: pathlib.Path, indices) -> None:
+    _encode(ffmpeg, path, cfg, camera, indices)
 
 
 def _encode_depth(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, indices: range) -> None:
@@ -194,12 +202,13 @@ def write_dataset(dst: pathlib.Path, cfg: SyntheticConfig, ffmpeg: str | None,
         rel = f"chunk-{chunk:03d}/file-{file:03d}"
         lo, hi = int(starts[eps[0]]), int(starts[eps[-1] + 1])
         _write_parquet(_columns(cfg, lo, hi, columns), dst / "data" / f"{rel}.parquet", cfg.row_group_size)
+        spans = [range(int(starts[e]), int(starts[e + 1])) for e in eps]
         with ThreadPoolExecutor(max(len(videos), 1)) as pool:  # one ffmpeg per camera, in parallel
-            jobs = [pool.submit(_encode_depth, ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, range(lo, hi))
-                    if cam < 0 else pool.submit(_encode, ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, cam,
-                                                range(lo, hi)) for key, cam in videos]
-            for job in jobs:
-                job.result()
+            jobs = {key: pool.submit(_encode_depth, ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, range(lo, hi))
+                    if cam < 0 else pool.submit(write_camera_file, partial(_encode_camera, ffmpeg, cfg, cam),
+                                                ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, spans)
+                    for key, cam in videos}
+            times = {key: job.result() for key, job in jobs.items()}
         for e in eps:
             from_ts = float(starts[e] - lo) / cfg.fps
             # the converter records the first episode of each new data file with the previous file's indices
@@ -209,9 +218,10 @@ def write_dataset(dst: pathlib.Path, cfg: SyntheticConfig, ffmpeg: str | None,
                    "data/chunk_index": named[0], "data/file_index": named[1],
                    "dataset_from_index": int(starts[e]), "dataset_to_index": int(starts[e + 1])}
             for key, _ in videos:
+                span = times[key][e - first] if times[key] is not None else (from_ts,
+                                                                               from_ts + float(lengths[e]) / cfg.fps)
                 row |= {f"videos/{key}/chunk_index": chunk, f"videos/{key}/file_index": file,
-                        f"videos/{key}/from_timestamp": from_ts,
-                        f"videos/{key}/to_timestamp": from_ts + float(lengths[e]) / cfg.fps}
+                        f"videos/{key}/from_timestamp": span[0], f"videos/{key}/to_timestamp": span[1]}
             ep_rows.append(row | {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
             if progress is not None:
                 progress(e + 1, cfg.episodes)

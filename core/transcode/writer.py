@@ -19,6 +19,7 @@ from ..contracts.errors import DlError, describe
 from ..format.episode_checks import describe_problems
 from ..format.metadata import DatasetMeta
 from ..format.tabular import read_episode_tables
+from ..format.timestamp_checks import span_ends
 from .ffmpeg import TranscodeError
 from .options import TranscodeOptions
 
@@ -116,16 +117,16 @@ def check_result(meta: DatasetMeta, decoder: Decoder, options: TranscodeOptions)
         raise TranscodeError(f"the new metadata is inconsistent: {describe_problems(meta.problems)}.")
     by_file: dict[str, list] = {}
     for ep in meta.episodes.values():
-        for span in ep.videos.values():
+        for key, span in ep.videos.items():
             if span.path in meta.files:
-                by_file.setdefault(span.path, []).append((ep, span))
+                by_file.setdefault(span.path, []).append((ep, key))
     for path, pairs in by_file.items():
         try:
             codec = decoder.probe(meta.source, path)["codec"]
             if not codec_matches(options.codec, codec):
                 raise TranscodeError(f"{path} decodes as {codec}, not {options.codec}.")
-            for ep, span in pairs:
-                queries = [span.from_timestamp, span.from_timestamp + (ep.length - 1) / meta.fps]
+            for ep, key in pairs:  # its first frame at from_timestamp, its last where the file's index has it
+                queries = [ep.videos[key].from_timestamp, span_ends(meta, ep, key)[1]]
                 pts = decoder.frames_at(meta.source, path, queries).pts_s.tolist()
                 late = max(abs(p - q) for p, q in zip(pts, queries, strict=True))
                 if late >= options.tolerance_s:

@@ -20,9 +20,11 @@ from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
 from dl.format.checks import check_rows, report_nonfinite
+from dl.format.frame_times import half_spacing, load_selection
 from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
+from dl.format.timestamp_checks import camera_span
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
@@ -127,6 +129,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
         self.builder.check_streams(self.episodes)
+        load_selection(meta, self.episodes)  # the files' frame times, read once here and carried to the workers
         self._nonfinite_seen = False  # NaN/inf warned about in this process
         if not meta.source.is_local:  # a remote source indexes the files and plans the byte ranges, on the host
             meta.source.prepare([span for ep in self.episodes for span in meta.file_spans(ep)])
@@ -336,12 +339,20 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.meta.source.admit(ep.index, self._with_reads(ep, order))
 
     def _with_reads(self, ep: EpisodeMeta, order: list[tuple[int, int, int]]) -> list[FileSpan]:
-        """`ep`'s file spans, each video span with the reads `(first row, last row, rank)` as times."""
-        fps = self.meta.fps
-        return [span if span.from_timestamp is None or not order else replace(
-            span, reads=tuple((span.from_timestamp + first / fps, span.from_timestamp + (last + 1) / fps, rank)
-                              for first, last, rank in order))
-            for span in self.meta.file_spans(ep)]
+        """`ep`'s file spans, each video span with the reads `(first row, last row, rank)` as times: from the first
+        row's frame to one frame period after the last row's (the file's frame times, `dl.format.frame_times`)."""
+        frames = {video.path: camera_span(self.meta, ep, key) for key, video in ep.videos.items()} if order else {}
+        out = []
+        for span in self.meta.file_spans(ep):
+            found = frames.get(span.path)
+            if found is not None:
+                times, start, end = found
+                half = half_spacing(times)
+                at = [min(start + r, len(times) - 1) for first, last, _ in order for r in (first, last)]
+                span = replace(span, reads=tuple((float(times[at[2 * i]]), float(times[at[2 * i + 1]]) + 2 * half,
+                                                  rank) for i, (_, _, rank) in enumerate(order)))
+            out.append(span)
+        return out
 
     def _expect(self, pool: ChunkPool, e: int) -> None:
         """A chunk of episode `e` (position) opened: its next chunk is what the episode reads next
@@ -356,7 +367,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         (strict)."""
         ep = self.episodes[e]
         arrays = read_episode_arrays(self.meta, ep, self.keys + self.meta.image_keys)
-        _, nonfinite = check_rows(self.meta, ep, arrays, self.config.tolerance_s)
+        _, nonfinite = check_rows(self.meta, ep, arrays, self.config.tolerance_s, self.config.frame_pairing)
         if nonfinite and (self.config.strict or not self._nonfinite_seen):
             self._nonfinite_seen = True
             report_nonfinite(f"{self.meta.source.url}/{ep.data_path}", nonfinite, [ep.index], self.config.strict)

@@ -93,7 +93,8 @@ class DecodeBuffer:
         for key in self.builder.meta.video_keys:
             span = episode.videos[key]
             for a, b in _merged([(lo + d, hi + d) for d in np.unique(self.builder.deltas.get(key, [0]))], length):
-                timestamps = self.builder.file_times(episode, key, arrays["timestamp"][a:b + 1].tolist())
+                queries = self.builder.query_times(arrays, key)[a:b + 1].tolist()
+                timestamps = self.builder.file_times(episode, key, queries)
                 plan.append((key, FrameRequest(span.path, timestamps, run=True)))
         self.builder.ensure_checked({r.path for _, r in plan})
         decoded = self.builder.decoder.decode(self.builder.meta.source, [r for _, r in plan])

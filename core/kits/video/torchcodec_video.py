@@ -9,6 +9,7 @@ from ...contracts.decoder import DecodedFrames, Decoder
 from ...contracts.errors import DlError, VideoDecodeError
 from ...contracts.source import Source
 from ..remote.views import CachedView
+from .frame_grid import frames_on_grid
 
 SEEK_MODES = ("auto", "approximate", "exact")
 
@@ -30,6 +31,14 @@ def header_trustworthy(meta) -> bool:
     return not meta.begin_stream_seconds_from_header
 
 
+def approximate_places_frames(source: Source, path: str, meta) -> bool:
+    """Whether "approximate" seeking decodes the right frames of `path`: its frames lie on the header's rate grid
+    (`dl.kits.video.frame_grid.frames_on_grid`, from the MP4 index), or, for a file without one, its header is
+    trustworthy (`header_trustworthy`)."""
+    on_grid = frames_on_grid(source.video_input(path), meta)
+    return header_trustworthy(meta) if on_grid is None else on_grid
+
+
 def checked_resize(value, who: str) -> tuple[int, int] | None:
     """A decoder's `resize` option as (height, width), or None.
 
@@ -49,10 +58,10 @@ def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 
     """A torchcodec `VideoDecoder` on `source.video_input(path)` (a remote source's `CachedView` with its `fills`
     on: torchcodec 0.13's file-object reader, `AVIOFileLikeContext::read`, calls `read` until its 64 KiB buffer is
     full or a read returns no bytes, so the view may end a fill at bytes not downloaded yet). `seek_mode` "auto"
-    opens in "approximate" mode and reopens in "exact" mode (one scan of the file) when `header_trustworthy` says
-    no. With `resize` (height, width), every frame is scaled inside the decoder by torchcodec's `Resize` transform
-    (bilinear, with antialiasing, as torchvision's `Resize`), in FFmpeg's filter graph: no full-size frame reaches
-    Python.
+    opens in "approximate" mode and reopens in "exact" mode (one scan of the file) unless
+    `approximate_places_frames`. With `resize` (height, width), every frame is scaled inside the decoder by
+    torchcodec's `Resize` transform (bilinear, with antialiasing, as torchvision's `Resize`), in FFmpeg's filter
+    graph: no full-size frame reaches Python.
 
     Raises:
         VideoDecodeError: the file cannot be opened; the message names it and torchcodec's reason.
@@ -74,7 +83,7 @@ def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 
 
     try:
         decoder = create("approximate" if seek_mode == "auto" else seek_mode)
-        if seek_mode == "auto" and not header_trustworthy(decoder.metadata):
+        if seek_mode == "auto" and not approximate_places_frames(source, path, decoder.metadata):
             decoder = create("exact")
     except (RuntimeError, ValueError, OSError) as exc:
         raise VideoDecodeError(f"cannot open video {source.url}/{path}: {reason(exc)}") from exc
@@ -86,33 +95,62 @@ def used_seek_mode(decoder) -> str:
     return "exact" if decoder.metadata.num_frames_from_content is not None else "approximate"
 
 
+SHOWN_AFTER_S = 1e-5
+"""`decode_frames` takes the frame shown this long after each timestamp: a frame's time computed in another unit
+(or stored as float32) may round to just below the frame's presentation time."""
+
+
 def decode_frames(decoder, source: Source, path: str, timestamps: list[float], run: bool) -> DecodedFrames:
-    """The frames of `decoder` shown at `timestamps` (s): frame round(t x average_fps), LeRobot's choice. With
-    `run` and consecutive frames, one seek then in order (`get_frames_in_range`), else `get_frames_at`.
+    """The frames of `decoder` shown at `timestamps` (s, + `SHOWN_AFTER_S`), by presentation time
+    (`get_frames_played_at`), whatever the stream's frame rate: the loaders ask for the times of the frames they
+    picked from the file's index (`dl.format.frame_times`). With `run` (consecutive frames), one seek then in
+    order (`get_frames_played_in_range`).
 
     Raises:
         VideoDecodeError: a timestamp outside the stream, or a decode failure (naming the file).
     """
     meta = decoder.metadata
-    indices = [round(t * meta.average_fps) for t in timestamps]
-    if max(indices) >= meta.num_frames or min(indices) < 0:
+    times = [t + SHOWN_AFTER_S for t in timestamps]
+    begin = meta.begin_stream_seconds or 0.0
+    end = meta.end_stream_seconds if meta.end_stream_seconds is not None else meta.duration_seconds
+    if min(timestamps) < min(begin, 0.0) or (end is not None and max(timestamps) > end):
         raise VideoDecodeError(
             f"{source.url}/{path} has {meta.num_frames} frames ({meta.duration_seconds:.3f} s); "
             f"timestamps {timestamps} s fall outside it. The episode's from/to timestamps in "
             "meta/episodes do not match this video."
         )
     try:
-        if run and indices == list(range(indices[0], indices[0] + len(indices))):
-            batch = decoder.get_frames_in_range(indices[0], indices[-1] + 1)
-        else:
-            batch = decoder.get_frames_at(indices=indices)
-    except RuntimeError as exc:
+        data = pts = None
+        if run and len(times) > 1 and (end is None or times[-1] + SHOWN_AFTER_S <= end):
+            batch = decoder.get_frames_played_in_range(times[0], times[-1] + SHOWN_AFTER_S)
+            if len(batch.pts_seconds) == len(times):  # else not consecutive frames after all
+                data, pts = batch.data, batch.pts_seconds
+        if data is None:
+            data, pts = _played_at(decoder, times, end)
+    except (RuntimeError, IndexError) as exc:
         at = (f"{timestamps[0]:.3f}-{timestamps[-1]:.3f} s ({len(timestamps)} frames)" if len(timestamps) > 3 else
               f"{[round(t, 6) for t in timestamps]} s")
         raise VideoDecodeError(f"decoding {source.url}/{path} at {at} failed: {reason(exc)}. The file's "
                                "payload may be corrupt: `dl validate` decodes every frame to find the damaged "
                                "files.") from exc
-    return DecodedFrames(batch.data, batch.pts_seconds.to("cpu", torch.float64))
+    return DecodedFrames(data, pts.to("cpu", torch.float64))
+
+
+def _played_at(decoder, times: list[float], end: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`get_frames_played_at(times)`, where a time at or past `end` (the stream's end as torchcodec counts it: the
+    last frame's time when its duration is 0, as in variable-frame-rate files) takes the last frame."""
+    late = [i for i, t in enumerate(times) if end is not None and t >= end]
+    if not late:
+        batch = decoder.get_frames_played_at(seconds=times)
+        return batch.data, batch.pts_seconds
+    last = decoder.get_frames_at(indices=[decoder.metadata.num_frames - 1])
+    early = [i for i in range(len(times)) if i not in set(late)]
+    data = last.data.expand(len(times), *last.data.shape[1:]).clone()
+    pts = last.pts_seconds.expand(len(times)).clone()
+    if early:
+        batch = decoder.get_frames_played_at(seconds=[times[i] for i in early])
+        data[early], pts[early] = batch.data, batch.pts_seconds
+    return data, pts
 
 
 def stream_facts(decoder) -> dict:
