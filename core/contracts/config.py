@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 IMAGE_DTYPES = ("float32", "uint8")
+DEPTH_UNITS = ("mm", "m")
 
 
 @dataclass(frozen=True)
@@ -14,6 +15,9 @@ class LoaderConfig:
         delta_timestamps: `{key: [offsets in seconds]}`; each key then yields `[T, ...]` plus a bool
             `{key}_is_pad [T]` (LeRobot's convention). Offsets must be multiples of 1/fps.
         image_dtype: "float32" gives camera frames in [0, 1] (LeRobot's format); "uint8" gives raw [0, 255].
+            Depth cameras are served as depth whatever this says (float32, `depth_output_unit`).
+        depth_output_unit: the unit depth cameras are served in, "mm" (whole millimetres, LeRobot's default) or
+            "m" (LeRobot 0.6.1's `depth_output_unit`): float32 `[1, H, W]`.
         tolerance_s: a camera frame is served when its timestamp is less than this many seconds from the row's
             (LeRobot's `tolerance_s`, default 1e-4 s); raise it for recorded (wall-clock) timestamps.
         strict: refuse data LeRobot serves as stored but that is likely wrong (NaN or inf in float features)
@@ -26,6 +30,7 @@ class LoaderConfig:
     episodes: list[int] | None = None
     delta_timestamps: dict[str, list[float]] | None = None
     image_dtype: str = "float32"
+    depth_output_unit: str = "mm"
     tolerance_s: float = 1e-4
     strict: bool = False
     seed: int = 0
@@ -35,6 +40,8 @@ class LoaderConfig:
     def __post_init__(self):
         if self.image_dtype not in IMAGE_DTYPES:
             raise ValueError(f"image_dtype must be one of {IMAGE_DTYPES}, got {self.image_dtype!r}")
+        if self.depth_output_unit not in DEPTH_UNITS:
+            raise ValueError(f"depth_output_unit must be one of {DEPTH_UNITS}, got {self.depth_output_unit!r}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
         if not (isinstance(self.tolerance_s, int | float) and 0 < self.tolerance_s < float("inf")):

@@ -30,7 +30,8 @@ class Feature:
 
     Attributes:
         key: the member's own name for it.
-        dtype: info.json's dtype ("video" for a camera; "string" for `task`; "bool" for a pad mask).
+        dtype: info.json's dtype ("video" for a camera, "depth" for a depth camera; "string" for `task`; "bool" for a
+            pad mask).
         shape: per sample: info.json's shape, a camera's (channels, height, width), a window's offsets first.
     """
 
@@ -57,10 +58,11 @@ def member_features(meta: DatasetMeta, delta_timestamps: dict | None, resize: tu
     own["task"] = Feature("task", "string", ())
     if "subtask_index" in own and meta.subtasks:  # LeRobot 0.4's subtask string, as the member serves it
         own["subtask"] = Feature("subtask", "string", ())
-    for key in meta.camera_keys:  # the decoder's resize applies to video; image features keep their size
+    for key in meta.camera_keys:  # the decoder's resize applies to video; image features and depth keep their size
         height, width, channels = meta.features[key]["shape"]
-        size = tuple(resize) if resize and key in meta.video_keys else (height, width)
-        own[key] = Feature(key, "video", _windowed((channels, *size), key, windows))
+        size = tuple(resize) if resize and key in meta.video_keys and key not in meta.depth else (height, width)
+        kind = "depth" if key in meta.depth else "video"  # depth (float32 mm) and pictures never share a key
+        own[key] = Feature(key, kind, _windowed((channels, *size), key, windows))
     unknown = sorted(set(name_of) - set(own))
     if unknown:
         raise DlError(f"rename {', '.join(map(repr, unknown))}: not a feature of {meta.source.url} (its features: "
@@ -139,7 +141,7 @@ class SampleSchema:
     def __init__(self, per_member: list[dict[str, Feature]], served: list[str]):
         self.served = served
         self.pairs = [[(f[k].key, k) for k in served] for f in per_member]
-        self.cameras = [k for k in served if per_member[0][k].dtype == "video"]
+        self.cameras = [k for k in served if per_member[0][k].dtype in ("video", "depth")]
 
     def convert(self, sample: dict, member: int) -> dict:
         """The mixture's sample from `sample`, a sample of member `member`."""

@@ -30,6 +30,8 @@ from .synthetic_spec import (  # noqa: F401 - the public names of dl.testing.syn
     SyntheticConfig,
     action_value,
     camera_key,
+    codec_args,
+    depth_code,
     frame_code,
     read_frame_code,
     served_index,

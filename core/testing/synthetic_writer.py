@@ -20,12 +20,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .synthetic_spec import (
-    _CODEC_ARGS,
     SyntheticConfig,
     _code_cells,
     _frame_code_stats,
     action_value,
     camera_key,
+    codec_args,
+    depth_code,
     frame_code,
     state_value,
     task_string,
@@ -62,18 +63,18 @@ def _ffmpeg(ffmpeg: str, path: pathlib.Path, args: list[str], frames) -> None:
 def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, indices: range) -> None:
     """Encode camera `camera`'s `frame_code` frames for global `indices` into the mp4 `path` (raw rgb24 piped)."""
     args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{cfg.width}x{cfg.height}", "-r", str(cfg.fps), "-i", "-",
-            "-an", *_CODEC_ARGS[cfg.codec], "-g", str(cfg.gop), "-pix_fmt", "yuv420p"]
+            "-an", *codec_args(cfg), "-g", str(cfg.gop), "-pix_fmt", "yuv420p"]
     frames = (frame_code(i, camera, width=cfg.width, height=cfg.height, texture=cfg.texture) for i in indices)
     _ffmpeg(ffmpeg, path, args, (frame.tobytes() for frame in frames))
 
 
 def _encode_depth(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, indices: range) -> None:
-    """A depth camera as LeRobot 0.6 writes one: 12-bit codes (a ramp shifted by the index) in gray12le HEVC."""
-    ramp = (np.arange(cfg.width, dtype=np.uint16)[None, :] * 4095 // max(cfg.width - 1, 1)).repeat(cfg.height, 0)
+    """A depth camera as LeRobot 0.6.1's writer encodes one (its `DepthEncoderConfig`: HEVC, gray12le,
+    `x265-params lossless=1`, x265's default open GOPs): the 12-bit codes `depth_code(i)` of each frame."""
     args = ["-f", "rawvideo", "-pix_fmt", "gray12le", "-s", f"{cfg.width}x{cfg.height}", "-r", str(cfg.fps), "-i",
-            "-", "-an", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error", "-tag:v", "hvc1",
-            "-g", str(cfg.gop), "-pix_fmt", "gray12le"]
-    _ffmpeg(ffmpeg, path, args, (((ramp + i) % 4096).astype("<u2").tobytes() for i in indices))
+            "-", "-an", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "lossless=1:log-level=error",
+            "-tag:v", "hvc1", "-g", str(cfg.gop), "-pix_fmt", "gray12le"]
+    _ffmpeg(ffmpeg, path, args, (depth_code(i, cfg.width, cfg.height).astype("<u2").tobytes() for i in indices))
 
 
 def _image(cfg: SyntheticConfig, index: int, camera: int) -> bytes:
@@ -114,8 +115,10 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
     if cfg.depth_camera:
         cameras[DEPTH_KEY] = {"dtype": "video", "shape": [cfg.height, cfg.width, 1],
                               "names": ["height", "width", "channels"],
-                              "info": {**video, "video.codec": "hevc", "video.pix_fmt": "gray12le",
-                                       "video.is_depth_map": True, "video.channels": 1}}
+                              "info": {**{k: v for k, v in video.items() if k != "video.is_depth_map"},
+                                       "video.codec": "hevc", "video.pix_fmt": "gray12le",
+                                       "video.channels": 1, "video.depth_min": 0.01, "video.depth_max": 10.0,
+                                       "video.shift": 3.5, "video.use_log": True, "is_depth_map": True}}
     features = {
         "observation.state": {"dtype": "float32", "shape": [cfg.state_dim],
                               "names": [f"joint_{j}.pos" for j in range(cfg.state_dim)]},

@@ -1,14 +1,18 @@
 """torchcodec, as dl's built-in decoders (`cpu`, `nvdec`) use it: open a file with the right seek mode, decode
 frames by timestamp (LeRobot's frame choice) or as a run in order, and say what went wrong in words."""
 
+import os
 import re
 
+import numpy as np
 import torch
 
-from ...contracts.decoder import DecodedFrames, Decoder
+from ...contracts.decoder import DecodedFrames, Decoder, FrameRequest
 from ...contracts.errors import DlError, VideoDecodeError
 from ...contracts.source import Source
+from ..mp4_index import Mp4IndexError, SampleIndex, read_index
 from ..remote.views import CachedView
+from .depth_video import DepthStream
 
 SEEK_MODES = ("auto", "approximate", "exact")
 
@@ -30,6 +34,60 @@ def header_trustworthy(meta) -> bool:
     return not meta.begin_stream_seconds_from_header
 
 
+def leading_pictures(index: SampleIndex) -> bool:
+    """Whether a track has leading pictures: a sample that follows a keyframe in decode order but is shown before
+    it (an open GOP: HEVC's RASL pictures after a CRA keyframe, x265's default, and what LeRobot 0.6's lossless
+    12-bit depth streams hold at every keyframe with `g=2`; H.264 with x264's `open-gop`). After a seek to that
+    keyframe FFmpeg drops those pictures, so torchcodec's approximate seek to one of them returns the next frame
+    (measured: 58 of 120 frames of such a 12-bit stream, 7 of 120 of an 8-bit HEVC with a 30-frame GOP); its exact
+    mode seeks by the scanned presentation times and is right.
+
+    Args:
+        index: the track's samples in decode order (`dl.kits.mp4_index.read_index`).
+    """
+    if not len(index.pts):
+        return False
+    last_key = np.maximum.accumulate(np.where(index.keyframes, np.arange(len(index.pts)), 0))
+    return bool((index.pts < index.pts[last_key]).any())
+
+
+def _index_of(video) -> SampleIndex:
+    """The mp4 index of what `Source.video_input` gave: a local path, or a seekable file object (closed after).
+
+    Raises:
+        Mp4IndexError: not an MP4 `dl.kits.mp4_index` indexes.
+    """
+    if isinstance(video, str | os.PathLike):
+        with open(video, "rb") as f:
+            return _index_of(f)
+
+    def read(start: int, end: int) -> bytes:
+        video.seek(start)
+        return video.read(end - start)
+
+    try:
+        return read_index(read, video.seek(0, os.SEEK_END))
+    finally:
+        video.close()
+
+
+def approximate_is_right(video, meta) -> bool:
+    """Whether torchcodec's approximate seek mode decodes the right frame at every position of a stream: its
+    header is trustworthy (`header_trustworthy`) and its mp4 index shows no leading pictures (`leading_pictures`).
+    A file the index reader cannot read (fragmented MP4, Matroska) is not proven right.
+
+    Args:
+        video: what `Source.video_input` gave for the file (a path or a seekable file object).
+        meta: the torchcodec `VideoStreamMetadata` of the file opened in approximate mode.
+    """
+    if not header_trustworthy(meta):
+        return False
+    try:
+        return not leading_pictures(_index_of(video))
+    except (Mp4IndexError, OSError):
+        return False
+
+
 def checked_resize(value, who: str) -> tuple[int, int] | None:
     """A decoder's `resize` option as (height, width), or None.
 
@@ -49,10 +107,10 @@ def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 
     """A torchcodec `VideoDecoder` on `source.video_input(path)` (a remote source's `CachedView` with its `fills`
     on: torchcodec 0.13's file-object reader, `AVIOFileLikeContext::read`, calls `read` until its 64 KiB buffer is
     full or a read returns no bytes, so the view may end a fill at bytes not downloaded yet). `seek_mode` "auto"
-    opens in "approximate" mode and reopens in "exact" mode (one scan of the file) when `header_trustworthy` says
-    no. With `resize` (height, width), every frame is scaled inside the decoder by torchcodec's `Resize` transform
-    (bilinear, with antialiasing, as torchvision's `Resize`), in FFmpeg's filter graph: no full-size frame reaches
-    Python.
+    opens in "approximate" mode and reopens in "exact" mode (one scan of the file) unless `approximate_is_right`
+    proves the fast mode right for this file (a trustworthy header, no open GOPs in its mp4 index). With `resize`
+    (height, width), every frame is scaled inside the decoder by torchcodec's `Resize` transform (bilinear, with
+    antialiasing, as torchvision's `Resize`), in FFmpeg's filter graph: no full-size frame reaches Python.
 
     Raises:
         VideoDecodeError: the file cannot be opened; the message names it and torchcodec's reason.
@@ -74,7 +132,7 @@ def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 
 
     try:
         decoder = create("approximate" if seek_mode == "auto" else seek_mode)
-        if seek_mode == "auto" and not header_trustworthy(decoder.metadata):
+        if seek_mode == "auto" and not approximate_is_right(source.video_input(path), decoder.metadata):
             decoder = create("exact")
     except (RuntimeError, ValueError, OSError) as exc:
         raise VideoDecodeError(f"cannot open video {source.url}/{path}: {reason(exc)}") from exc
@@ -137,8 +195,10 @@ def reason(exc: Exception) -> str:
 
 class TorchcodecDecoder(Decoder):
     """The part of a torchcodec-backed decoder plugin that does not depend on the device: open `VideoDecoder`s
-    kept in `cache`, keyed by (source URL, path), and frames read through `decode_frames`. A subclass says how
-    a file is opened (`_open`: device, threads, the checks it makes) and gives `probe`."""
+    kept in `cache`, keyed by (source URL, path), and frames read through `decode_frames`; depth cameras' 12-bit
+    streams read with PyAV on the CPU (`dl.kits.video.depth_video.DepthStream`, kept in `cache` too, keyed by
+    (source URL, path, "depth")), as LeRobot 0.6.1 reads them. A subclass says how a file is opened (`_open`:
+    device, threads, the checks it makes) and gives `probe`."""
 
     def _open(self, source: Source, path: str):
         """A torchcodec `VideoDecoder` for `path` (see `open_video`)."""
@@ -155,6 +215,27 @@ class TorchcodecDecoder(Decoder):
         except VideoDecodeError:
             self.cache.discard((source.url, path))
             raise
+
+    def _depth(self, source: Source, path: str) -> DepthStream:
+        return self.cache.get((source.url, path, "depth"), lambda: DepthStream(source, path))
+
+    def _opened(self, source: Source, request: FrameRequest):
+        """The open decoder of `request`'s file: a `DepthStream` for a depth request, else a `VideoDecoder`."""
+        return self._depth(source, request.path) if request.depth else self._decoder(source, request.path)
+
+    def _request(self, opened, source: Source, request: FrameRequest) -> DecodedFrames:
+        """`request` decoded by `opened` (`_opened`); a file that fails is dropped from `cache`."""
+        if not request.depth:
+            return self._frames(opened, source, request.path, list(request.timestamps), request.run)
+        try:
+            return opened.frames(list(request.timestamps))
+        except VideoDecodeError:
+            self.cache.discard((source.url, request.path, "depth"))
+            raise
+
+    def depth_frames(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        request = FrameRequest(path, tuple(timestamps), depth=True)
+        return self._request(self._opened(source, request), source, request)
 
     def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
         return self._frames(self._decoder(source, path), source, path, timestamps, run=False)
