@@ -60,10 +60,12 @@ def is_depth_map(feature: dict) -> bool:
 
 
 def left_out(features: dict) -> dict[str, str]:
-    """The features dl does not serve, `{key: why, in words}`: LeRobot 0.6's language annotation columns (lists of
-    messages per row, which need LeRobot 0.6's collator). Depth cameras are served (`dl.format.depth`)."""
-    return {key: "a LeRobot 0.6 language annotation column (lists of messages per frame)"
-            for key, feature in features.items() if feature.get("dtype") == "language"}
+    """The features dl does not serve, `{key: why, in words}`: a "language" feature other than LeRobot 0.6's two
+    annotation columns (`language_persistent`, `language_events`, served as lists of messages per frame). Depth
+    cameras are served (`dl.format.depth`)."""
+    return {key: "a language feature LeRobot 0.6 does not define (its language columns are language_persistent and "
+                 "language_events)" for key, feature in features.items()
+            if feature.get("dtype") == "language" and key not in ("language_persistent", "language_events")}
 
 
 def camera_keys(features: dict, dtype: str) -> list[str]:

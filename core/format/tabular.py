@@ -10,7 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contracts.errors import DatasetFormatError
-from .columns import EpisodeArrays, ImageColumn, check_schema, episode_arrays, table_to_arrays  # noqa: F401
+from .columns import (  # noqa: F401
+    ArrowColumn,
+    EpisodeArrays,
+    ImageColumn,
+    check_schema,
+    episode_arrays,
+    table_to_arrays,
+)
 from .locate import data_file_of, file_index, rows_in
 from .metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta
 
@@ -111,4 +118,4 @@ def read_episode_arrays(meta: DatasetMeta, episode: EpisodeMeta, keys: list[str]
     where = f"{meta.source.url}/{episode.data_path} (episode {episode.index})"
     table = read_episode_tables(meta, [episode], keys)[episode.index]
     arrays = episode_arrays(table, meta.features, where)
-    return {k: v.copy() if isinstance(v, ImageColumn) else np.array(v) for k, v in arrays.items()}
+    return {k: v.copy() if isinstance(v, ArrowColumn) else np.array(v) for k, v in arrays.items()}
