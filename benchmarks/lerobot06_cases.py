@@ -12,7 +12,6 @@ samples compared with LeRobot 0.6.1's on every key (`benchmarks/lerobot_parity.p
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -127,8 +126,8 @@ def compare(args) -> int:
             workers = dl.make_dataloader(ds, batch_size=8, num_workers=2)
             batches = [_unbatch(b) for b in workers]
             counts_w = _count([s for b in batches for s in b], want)
-            print(f"depth in {args.unit}, windows={windows} {loader}: {counts[0]}/{counts[1]} samples equal on every key; through a "
-                  f"DataLoader (2 workers, batch 8): {counts_w[0]}/{counts_w[1]}; differing keys: "
+            print(f"depth in {args.unit}, windows={windows} {loader}: {counts[0]}/{counts[1]} samples equal on every "
+                  f"key; through a DataLoader (2 workers, batch 8): {counts_w[0]}/{counts_w[1]}; differing keys: "
                   f"{sorted(counts[2] | counts_w[2])}")
             bad += counts[1] - counts[0] + counts_w[1] - counts_w[0]
     return 1 if bad else 0

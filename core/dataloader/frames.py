@@ -83,8 +83,8 @@ class FrameCollate:
     """`default_collate`'s values, except that the camera keys are stacked by `stack_frames` (channels-last
     memory, no transposing copy: 2.5x less collate time per uint8 frame, measured), that list and None values are
     kept as a list per batch (`listed_keys`: language columns; LeRobot's own collate drops them), and that, in a
-    DataLoader worker, small tensors travel inside the pickled batch (`dl.dataloader.inline_tensors.collate_inline`). Batches of
-    anything but sample dicts are collated by `collate_inline` as a whole.
+    DataLoader worker, small tensors travel inside the pickled batch (`dl.dataloader.inline_tensors.collate_inline`).
+    Batches of anything but sample dicts are collated by `collate_inline` as a whole.
 
     Args:
         video_keys: the camera keys of the samples.
