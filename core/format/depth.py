@@ -11,11 +11,13 @@ operation for operation in float32, so the values are LeRobot's to the bit.
 
 import math
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..contracts.errors import DatasetFormatError
 from .features import is_depth_map, video_info  # noqa: F401 - is_depth_map: the test for a depth camera
+
+if TYPE_CHECKING:
+    import torch
 
 DEPTH_UNITS = ("mm", "m")
 """The units depth is served in (LeRobot's `depth_output_unit`); "mm" is LeRobot's default."""
@@ -69,7 +71,7 @@ class DepthQuantizer:
                                      "depth_min < depth_max and (log mode) depth_min + shift > 0.")
         return quantizer
 
-    def dequantize(self, codes: torch.Tensor, unit: str = "mm") -> torch.Tensor:
+    def dequantize(self, codes: "torch.Tensor", unit: str = "mm") -> "torch.Tensor":
         """Depth of 12-bit `codes` (any integer dtype, `[..., 1, H, W]`): float32 of the same shape, in `unit`
         ("mm": whole millimetres; "m": metres), clamped to `[depth_min, depth_max]`. LeRobot 0.6.1's
         `dequantize_depth` (its torch path), the same float32 operations in the same order.
@@ -77,6 +79,8 @@ class DepthQuantizer:
         Raises:
             ValueError: `unit` not in DEPTH_UNITS.
         """
+        import torch
+
         if unit not in DEPTH_UNITS:
             raise ValueError(f"depth unit must be one of {DEPTH_UNITS}, got {unit!r}")
         if self.use_log:

@@ -33,6 +33,7 @@ from .synthetic_spec import (  # noqa: F401 - the public names of dl.testing.syn
     codec_args,
     depth_code,
     frame_code,
+    language_messages,
     read_frame_code,
     served_index,
     state_value,

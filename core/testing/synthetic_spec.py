@@ -75,7 +75,9 @@ class SyntheticConfig:
       defaults) in the feature's ``info``; frame ``index`` holds the codes ``depth_code(index)``.
     - ``open_gop``: H.264 or HEVC cameras encoded with open GOPs (x264 ``open-gop=1`` with 3 B-frames; x265's
       default), whose leading B-frames follow a keyframe in decode order but are shown before it.
-    - ``language_columns``: LeRobot 0.6's ``language_persistent`` / ``language_events`` columns (dtype "language").
+    - ``language_columns``: LeRobot 0.6's ``language_persistent`` / ``language_events`` columns (dtype "language",
+      ``language_messages``; Arrow types inferred from the values, as its annotation writer leaves them) and the
+      ``tools`` list its annotation executor adds to info.json.
     - ``subtasks``: > 0 writes LeRobot 0.4's ``subtask_index`` feature (``(frame_index // 10) % subtasks``) and
       ``meta/subtasks.parquet``.
     """
@@ -204,6 +206,23 @@ def depth_code(index: int, width: int = 128, height: int = 96) -> np.ndarray:
     uint16 [height, width], a horizontal ramp over 0..4095 shifted by ``index`` (mod 4096)."""
     ramp = (np.arange(width, dtype=np.int64)[None, :] * 4095 // max(width - 1, 1)).repeat(height, 0)
     return ((ramp + index) % 4096).astype(np.uint16)
+
+
+def language_messages(config: SyntheticConfig, episode: int, frame: int) -> tuple[list[dict], list[dict]]:
+    """The ``language_persistent`` and ``language_events`` values of frame ``frame`` of ``episode``
+    (``SyntheticConfig.language_columns``), as LeRobot 0.6.1's annotation writer lays them out: the episode's
+    persistent messages on every frame (a subtask and a plan), events only on the frame they fire on (every frame
+    ``frame % 10 == 5``: a user interjection and the assistant's spoken answer, a ``say`` tool call)."""
+    persistent = [{"role": "assistant", "content": "1. reach 2. grasp", "style": "plan", "timestamp": 0.0,
+                   "camera": None, "tool_calls": None},
+                  {"role": "assistant", "content": task_string(episode % config.tasks), "style": "subtask",
+                   "timestamp": 0.0, "camera": None, "tool_calls": None}]
+    events = [] if frame % 10 != 5 else [
+        {"role": "assistant", "content": None, "style": None, "camera": None,
+         "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": f"at {frame}"}}}]},
+        {"role": "user", "content": f"frame {frame} of episode {episode}", "style": "interjection", "camera": None,
+         "tool_calls": None}]
+    return persistent, events
 
 
 def state_value(index: int | np.ndarray, dim: int) -> np.ndarray:

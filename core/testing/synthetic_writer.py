@@ -28,12 +28,17 @@ from .synthetic_spec import (
     codec_args,
     depth_code,
     frame_code,
+    language_messages,
     state_value,
     task_string,
     timestamps,
 )
 
 CHUNKS_SIZE = 1000
+SAY_TOOL = {"type": "function", "function": {"name": "say", "description": "Speak a short utterance to the user.",
+                                             "parameters": {"type": "object", "required": ["text"],
+                                                            "properties": {"text": {"type": "string"}}}}}
+"""The tool schema LeRobot 0.6.1's annotation executor lists in info.json's `tools` (`SAY_TOOL_SCHEMA`, shortened)."""
 DEPTH_KEY = "observation.images.depth"
 """The depth camera's key (`SyntheticConfig.depth_camera`)."""
 
@@ -136,7 +141,8 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
                      for key in ("language_persistent", "language_events")}
     episodes = cfg.info_total_episodes or cfg.episodes
     frames = total_frames * episodes // cfg.episodes
-    return {"codebase_version": "v3.0", "robot_type": "dl_synthetic", "total_episodes": episodes,
+    tools = {"tools": [SAY_TOOL]} if cfg.language_columns else {}
+    return {**tools, "codebase_version": "v3.0", "robot_type": "dl_synthetic", "total_episodes": episodes,
             "total_frames": frames, "total_tasks": cfg.tasks, "chunks_size": CHUNKS_SIZE,
             "data_files_size_in_mb": 100, "video_files_size_in_mb": 200, "fps": cfg.fps,
             "splits": {"train": f"0:{episodes}"},
@@ -148,15 +154,10 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
 
 
 def _language(frame_index: np.ndarray, episode: np.ndarray, cfg: SyntheticConfig) -> dict[str, pa.Array]:
-    """LeRobot 0.6's annotation columns: a persistent subtask message on each episode's first row, events empty."""
-    tool_calls = pa.list_(pa.string())
-    persistent = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("style", pa.string()),
-                                     ("timestamp", pa.float32()), ("camera", pa.string()), ("tool_calls", tool_calls)]))
-    events = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("style", pa.string()),
-                                 ("camera", pa.string()), ("tool_calls", tool_calls)]))
-    rows = [[{"role": "user", "content": task_string(int(e) % cfg.tasks), "style": "subtask", "timestamp": 0.0,
-              "camera": None, "tool_calls": []}] if f == 0 else [] for f, e in zip(frame_index, episode, strict=True)]
-    return {"language_persistent": pa.array(rows, persistent), "language_events": pa.array([[]] * len(rows), events)}
+    """LeRobot 0.6's annotation columns (`language_messages`), typed by inference as its writer types them."""
+    messages = [language_messages(cfg, int(e), int(f)) for f, e in zip(frame_index, episode, strict=True)]
+    return {"language_persistent": pa.array([p for p, _ in messages]),
+            "language_events": pa.array([e for _, e in messages])}
 
 
 def _columns(cfg: SyntheticConfig, lo: int, hi: int, columns: dict[str, np.ndarray]) -> pa.Table:
