@@ -5,6 +5,8 @@ samples compared with LeRobot 0.6.1's on every key (`benchmarks/lerobot_parity.p
   depth camera (uint16 millimetres, `is_depth_map` in the feature's info: LeRobot's `DepthEncoderConfig`, lossless
   12-bit HEVC) and state/action; then the annotation pipeline's writer (`LanguageColumnsWriter`, fed staged module
   outputs as its plan/interjection/VQA modules stage them) and the executor's info.json update (the `tools` list).
+- `annotate` (the anchor's python): the same annotation step alone, on a dataset written elsewhere (dl's generator
+  with LeRobot 0.4's `subtask_index`, which the writer drops from the parquet and leaves in info.json).
 - `dump` (the anchor's python): every sample of `LeRobotDataset` (`depth_output_unit` mm, its default, or m), in
   index order, with and without windows, saved with `torch.save`.
 - `compare` (dl's python): dl's `map` loader in shuffled order, `pool`, and both through `dl.make_dataloader` with 2
@@ -12,6 +14,7 @@ samples compared with LeRobot 0.6.1's on every key (`benchmarks/lerobot_parity.p
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -20,8 +23,20 @@ import torch
 
 FPS, HEIGHT, WIDTH = 15, 48, 64
 LENGTHS = (70, 81, 77, 86)  # 314 frames, as the issue's dataset
-DELTA = {"observation.images.depth": [-2 / FPS, 0.0], "observation.images.front": [-1 / FPS, 0.0],
-         "observation.state": [-1 / FPS, 0.0, 1 / FPS]}
+DL_ADDITIONS = ("subtask",)
+"""Keys dl serves that LeRobot 0.6.1 does not: LeRobot 0.4's `subtask` string (from `subtask_index`)."""
+
+
+def delta(root) -> dict[str, list[float]]:
+    """The windows both sides read with: two past frames of a depth camera, one of other cameras, one past and one
+    future state."""
+    info = json.loads((Path(root) / "meta" / "info.json").read_text())
+    fps, out = info["fps"], {}
+    for key, feature in info["features"].items():
+        if feature["dtype"] == "video":
+            depth = (feature.get("info") or {}).get("is_depth_map")
+            out[key] = [-2 / fps, 0.0] if depth else [-1 / fps, 0.0]
+    return out | {"observation.state": [-1 / fps, 0.0, 1 / fps]}
 
 
 def _depth_mm(index: int) -> np.ndarray:
@@ -36,10 +51,6 @@ def _rgb(index: int) -> np.ndarray:
 
 
 def write(args) -> None:
-    from lerobot.annotations.steerable_pipeline.executor import Executor
-    from lerobot.annotations.steerable_pipeline.reader import iter_episodes
-    from lerobot.annotations.steerable_pipeline.staging import EpisodeStaging
-    from lerobot.annotations.steerable_pipeline.writer import LanguageColumnsWriter, speech_atom
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     features = {
@@ -61,6 +72,18 @@ def write(args) -> None:
             index += 1
         ds.save_episode()
     ds.finalize()
+    annotate(argparse.Namespace(root=str(root)))
+    print(f"wrote {root}: {sum(LENGTHS)} frames, {len(LENGTHS)} episodes")
+
+
+def annotate(args) -> None:
+    """LeRobot 0.6.1's annotation writer on the dataset at `args.root`, in place (it drops `subtask_index`)."""
+    from lerobot.annotations.steerable_pipeline.executor import Executor
+    from lerobot.annotations.steerable_pipeline.reader import iter_episodes
+    from lerobot.annotations.steerable_pipeline.staging import EpisodeStaging
+    from lerobot.annotations.steerable_pipeline.writer import LanguageColumnsWriter, speech_atom
+
+    root = Path(args.root)
     staging = root.parent / f"{root.name}.staging"
     records = list(iter_episodes(root))
     for record in records:
@@ -80,7 +103,6 @@ def write(args) -> None:
         stage.write("vqa", vqa)
     LanguageColumnsWriter().write_all(records, staging, root)
     Executor._ensure_annotation_metadata_in_info(root)
-    print(f"wrote {root}: {sum(LENGTHS)} frames, {len(LENGTHS)} episodes")
 
 
 def dump(args) -> None:
@@ -88,8 +110,8 @@ def dump(args) -> None:
 
     out = {}
     for windows in (False, True):
-        ds = LeRobotDataset("dl/lerobot06_depth_language", root=args.root, delta_timestamps=DELTA if windows else None,
-                            depth_output_unit=args.unit)
+        ds = LeRobotDataset("dl/lerobot06_depth_language", root=args.root, depth_output_unit=args.unit,
+                            delta_timestamps=delta(args.root) if windows else None)
         out[windows] = [ds[i] for i in range(len(ds))]
     torch.save(out, args.out)
     print(f"dumped {len(out[False])} samples x 2 to {args.out}")
@@ -103,7 +125,7 @@ def _equal(ours, theirs) -> bool:
 
 
 def _mismatches(sample: dict, ref: dict) -> list[str]:
-    keys = set(ref) | set(sample)
+    keys = (set(ref) | set(sample)) - set(DL_ADDITIONS)
     return sorted(k for k in keys if k not in sample or k not in ref or not _equal(sample[k], ref[k]))
 
 
@@ -113,7 +135,7 @@ def compare(args) -> int:
     ref = torch.load(args.ref, weights_only=False)
     bad = 0
     for windows in (False, True):
-        config = {"depth_output_unit": args.unit, **({"delta_timestamps": DELTA} if windows else {})}
+        config = {"depth_output_unit": args.unit, **({"delta_timestamps": delta(args.root)} if windows else {})}
         want = ref[windows]
         for loader in ("map", "pool"):
             ds = dl.make_dataset(args.root, loader=loader, **config)
@@ -151,7 +173,7 @@ def _unbatch(batch: dict) -> list[dict]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("write", "dump", "compare"):
+    for name in ("write", "annotate", "dump", "compare"):
         p = sub.add_parser(name)
         p.add_argument("--root", required=True)
         if name in ("dump", "compare"):
@@ -161,7 +183,7 @@ def main(argv=None) -> int:
         if name == "compare":
             p.add_argument("--ref", required=True)
     args = parser.parse_args(argv)
-    return {"write": write, "dump": dump, "compare": compare}[args.command](args) or 0
+    return {"write": write, "annotate": annotate, "dump": dump, "compare": compare}[args.command](args) or 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ class LoaderConfig:
             Depth cameras are served as depth whatever this says (float32, `depth_output_unit`).
         depth_output_unit: the unit depth cameras are served in, "mm" (whole millimetres, LeRobot's default) or
             "m" (LeRobot 0.6.1's `depth_output_unit`): float32 `[1, H, W]`.
+        features: the features a sample carries (exact keys or shell-style globs such as `observation.images.*`),
+            or None: all. Cameras not selected are never opened or decoded, columns not selected never read (the
+            bookkeeping keys timestamp, frame_index, episode_index, index, task_index and `task` are always served);
+            `delta_timestamps` may only name selected keys (`dl.format.metadata.DatasetMeta.with_features`).
         tolerance_s: a camera frame is served when its timestamp is less than this many seconds from the row's
             (LeRobot's `tolerance_s`, default 1e-4 s); raise it for recorded (wall-clock) timestamps.
         strict: refuse data LeRobot serves as stored but that is likely wrong (NaN or inf in float features)
@@ -31,6 +35,7 @@ class LoaderConfig:
     delta_timestamps: dict[str, list[float]] | None = None
     image_dtype: str = "float32"
     depth_output_unit: str = "mm"
+    features: tuple[str, ...] | None = None
     tolerance_s: float = 1e-4
     strict: bool = False
     seed: int = 0
@@ -40,6 +45,10 @@ class LoaderConfig:
     def __post_init__(self):
         if self.image_dtype not in IMAGE_DTYPES:
             raise ValueError(f"image_dtype must be one of {IMAGE_DTYPES}, got {self.image_dtype!r}")
+        if self.features is not None:
+            if isinstance(self.features, str) or not all(isinstance(f, str) and f for f in self.features):
+                raise ValueError(f"features must be a list of feature keys or patterns, got {self.features!r}")
+            object.__setattr__(self, "features", tuple(self.features))
         if self.depth_output_unit not in DEPTH_UNITS:
             raise ValueError(f"depth_output_unit must be one of {DEPTH_UNITS}, got {self.depth_output_unit!r}")
         if self.seed < 0:

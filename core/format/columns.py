@@ -156,18 +156,27 @@ def _column_to_numpy(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarra
     return arr.to_numpy(zero_copy_only=False).reshape(n, *shape)
 
 
+DROPPED_BY_ANNOTATION = ("subtask_index",)
+"""Columns info.json may list that a data file lacks: LeRobot 0.6.1's `lerobot-annotate` drops LeRobot 0.4's
+`subtask_index` from the parquet and leaves it in info.json; LeRobot serves it as None."""
+
+
 def check_schema(where: str, schema: pa.Schema, features: dict, keys: list[str]) -> None:
-    """Refuse a data file whose columns cannot hold `keys` as info.json describes them: a missing column, or one
-    of another kind (`dl.format.features.column_type_problem`: images for a float vector...); warn where numbers
-    are written as text (parsed when read).
+    """Refuse a data file whose columns cannot hold `keys` as info.json describes them: a missing column (but
+    `DROPPED_BY_ANNOTATION`'s, warned about), or one of another kind (`dl.format.features.column_type_problem`:
+    images for a float vector...); warn where numbers are written as text (parsed when read).
 
     Raises:
         DatasetFormatError: naming the file and the columns.
     """
-    missing = [k for k in keys if k not in schema.names]
+    missing = [k for k in keys if k not in schema.names and k not in DROPPED_BY_ANNOTATION]
     if missing:
         raise DatasetFormatError(f"{where} lacks column(s) {', '.join(missing)} listed in info.json.")
-    for key in keys:
+    for key in DROPPED_BY_ANNOTATION:
+        if key in keys and key not in schema.names:
+            warn(f"{where} has no {key} column, which meta/info.json lists (LeRobot 0.6.1's annotation tool drops "
+                 f"it); {key} is served as None, as LeRobot serves it, and no subtask string.")
+    for key in (k for k in keys if k in schema.names):
         feature = features.get(key, {})
         problem = column_type_problem(key, feature, schema.field(key).type)
         if problem:

@@ -91,15 +91,17 @@ class SampleBuilder:
         length = len(arrays["index"])
         sample: dict = {}
         for key in self.keys:
-            column = arrays[key]
-            if key in self.deltas:
+            column = arrays.get(key)
+            if column is None:  # a column the data file lacks (`dl.format.columns.DROPPED_BY_ANNOTATION`)
+                sample[key] = None
+            elif key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
                 sample[key] = _to_tensor(column[rows])
                 sample[f"{key}_is_pad"] = torch.from_numpy(pad)
             else:
                 sample[key] = _to_tensor(column[row])
         sample["task"] = self.meta.tasks[int(arrays["task_index"][row])]
-        if self.subtasks:
+        if self.subtasks and "subtask_index" in arrays:
             sample["subtask"] = self.meta.subtasks[int(arrays["subtask_index"][row])]
         queries = {}
         for key in self.meta.video_keys:

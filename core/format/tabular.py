@@ -91,7 +91,8 @@ def _read_file(meta: DatasetMeta, path: str, episodes: list[EpisodeMeta], column
                     raise DatasetFormatError(f"{where}: {span}. meta/episodes and the data disagree; restore them "
                                              "from the dataset's origin, or leave the episode out.")
                 spans[ep.index] = span
-            table = _read_rows(pf, groups, columns, max(end for _, end in spans.values()))
+            present = [c for c in columns if c in pf.schema_arrow.names]  # less DROPPED_BY_ANNOTATION's
+            table = _read_rows(pf, groups, present, max(end for _, end in spans.values()))
     except (pa.ArrowException, OSError, EOFError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
