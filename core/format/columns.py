@@ -159,6 +159,7 @@ def _column_to_numpy(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarra
 DROPPED_BY_ANNOTATION = ("subtask_index",)
 """Columns info.json may list that a data file lacks: LeRobot 0.6.1's `lerobot-annotate` drops LeRobot 0.4's
 `subtask_index` from the parquet and leaves it in info.json; LeRobot serves it as None."""
+_WARNED: set[str] = set()
 
 
 def check_schema(where: str, schema: pa.Schema, features: dict, keys: list[str]) -> None:
@@ -173,7 +174,8 @@ def check_schema(where: str, schema: pa.Schema, features: dict, keys: list[str])
     if missing:
         raise DatasetFormatError(f"{where} lacks column(s) {', '.join(missing)} listed in info.json.")
     for key in DROPPED_BY_ANNOTATION:
-        if key in keys and key not in schema.names:
+        if key in keys and key not in schema.names and key not in _WARNED:
+            _WARNED.add(key)  # once per process: every data file of an annotated dataset lacks it
             warn(f"{where} has no {key} column, which meta/info.json lists (LeRobot 0.6.1's annotation tool drops "
                  f"it); {key} is served as None, as LeRobot serves it, and no subtask string.")
     for key in (k for k in keys if k in schema.names):

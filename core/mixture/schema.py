@@ -85,6 +85,15 @@ def _windowed(shape: tuple, key: str, windows: dict[str, int]) -> tuple:
     return (windows[key], *shape) if key in windows else shape
 
 
+def with_language(per_member: list[dict[str, Feature]]) -> list[dict[str, Feature]]:
+    """`per_member` with LeRobot 0.6's language columns given to every member when any member has them: a member
+    without them serves an empty list of messages per frame (a `Feature` whose `key` is None), so a mixture of
+    annotated and unannotated datasets keeps the annotations."""
+    language = {k: f for features in per_member for k, f in features.items() if f.dtype == "language"}
+    return [{**features, **{k: Feature(None, f.dtype, f.shape) for k, f in language.items() if k not in features}}
+            for features in per_member]
+
+
 def served_features(per_member: list[dict[str, Feature]], names: list[str], wanted: list[str] | None) -> list[str]:
     """The keys the mixture serves, in the first member's order: `wanted` (with their pads and the bookkeeping keys),
     else every key all members have; dropped keys are warned about, naming the members that have them.
@@ -93,6 +102,7 @@ def served_features(per_member: list[dict[str, Feature]], names: list[str], want
         DlError: a wanted key a member lacks (naming the member, the key and what that member has), or a served key
             whose dtype or shape differs between members (cameras: their size; the fix is a decoder `resize`).
     """
+    per_member = with_language(per_member)
     if wanted is not None:
         for name, features in zip(names, per_member, strict=True):
             missing = [k for k in wanted if k not in features]
@@ -140,11 +150,12 @@ class SampleSchema:
 
     def __init__(self, per_member: list[dict[str, Feature]], served: list[str]):
         self.served = served
+        per_member = with_language(per_member)
         self.pairs = [[(f[k].key, k) for k in served] for f in per_member]
         self.cameras = [k for k in served if per_member[0][k].dtype in ("video", "depth")]
 
     def convert(self, sample: dict, member: int) -> dict:
         """The mixture's sample from `sample`, a sample of member `member`."""
-        out = {target: sample[own] for own, target in self.pairs[member]}
+        out = {target: [] if own is None else sample[own] for own, target in self.pairs[member]}
         out[MEMBER_KEY] = torch.from_numpy(np.array(member, dtype=np.int64))
         return out
