@@ -112,9 +112,17 @@ def dump(args) -> None:
     for windows in (False, True):
         ds = LeRobotDataset("dl/lerobot06_depth_language", root=args.root, depth_output_unit=args.unit,
                             delta_timestamps=delta(args.root) if windows else None)
-        out[windows] = [ds[i] for i in range(len(ds))]
+        out[windows] = [_item(ds, i) for i in range(len(ds))]
     torch.save(out, args.out)
     print(f"dumped {len(out[False])} samples x 2 to {args.out}")
+
+
+def _item(ds, i: int) -> dict:
+    """LeRobot's sample `i`, or `{"__error__": why}` where LeRobot raises."""
+    try:
+        return ds[i]
+    except Exception as exc:  # noqa: BLE001 - any failure of LeRobot's is an outcome to count
+        return {"__error__": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
 
 
 def _equal(ours, theirs) -> bool:
@@ -152,17 +160,30 @@ def compare(args) -> int:
                   f"key; through a DataLoader (2 workers, batch 8): {counts_w[0]}/{counts_w[1]}; differing keys: "
                   f"{sorted(counts[2] | counts_w[2])}")
             bad += counts[1] - counts[0] + counts_w[1] - counts_w[0]
+    if LEROBOT_FAILED:
+        first = next(s for s in ref[False] + ref[True] if "__error__" in s)["__error__"]
+        print(f"LeRobot raised on {len(LEROBOT_FAILED)} of {len(ref[False])} samples (dl served them), e.g. {first}")
     return 1 if bad else 0
 
 
 def _count(samples: list[dict], want: list[dict]) -> tuple[int, int, set]:
+    """(samples equal on every key or where LeRobot raises, samples, differing keys); LeRobot's failures are counted
+    apart (`LEROBOT_FAILED`)."""
     same, keys = 0, set()
     for sample in samples:
         ref = want[int(sample["index"])]
+        if "__error__" in ref:
+            LEROBOT_FAILED.add(int(sample["index"]))
+            same += 1
+            continue
         wrong = _mismatches(sample, ref)
         same += not wrong
         keys.update(wrong)
     return same, len(samples), keys
+
+
+LEROBOT_FAILED: set[int] = set()
+"""Indices LeRobot raised on (dl served them: `compare` says how many)."""
 
 
 def _unbatch(batch: dict) -> list[dict]:
