@@ -63,7 +63,14 @@ def _index_of(video) -> SampleIndex:
 
     def read(start: int, end: int) -> bytes:
         video.seek(start)
-        return video.read(end - start)
+        parts, left = [], end - start
+        while left > 0:  # a raw file object (a remote source's view) may return less than asked
+            part = video.read(left)
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
 
     try:
         return read_index(read, video.seek(0, os.SEEK_END))
