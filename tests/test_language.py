@@ -6,9 +6,13 @@ of message dicts per frame, in `map` and `pool`, kept as lists per batch by dl's
 import numpy as np
 import pyarrow as pa
 import pytest
+import torch
+from remote_helpers import hub, loopback_hub_source, publish  # noqa: F401 (fixtures)
 
 import dl
 from dl.format.columns import LanguageColumn
+from dl.format.metadata import DatasetMeta
+from dl.host.assembly import build_loader
 from dl.testing.synthetic import SyntheticConfig, language_messages
 
 CASE = dict(episodes=4, frames_per_episode=(12, 20), cameras=1, width=64, height=64, episodes_per_file=2,
@@ -62,3 +66,19 @@ def test_a_mixture_member_without_language_serves_empty_lists(dataset_factory):
     assert by_member[0] and by_member[1]
     assert all(s["language_persistent"] == [] and s["language_events"] == [] for s in by_member[1])
     assert all(s["language_persistent"] == _expected(int(s["index"]))[0] for s in by_member[0])
+
+
+def test_a_remote_source_serves_the_same_language_and_depth(hub, dataset_factory):  # noqa: F811
+    root = dataset_factory(**{**CASE, "depth_camera": True, "gop": 2})
+    meta = DatasetMeta.load(loopback_hub_source(hub, publish(hub, root)))
+    remote = build_loader(meta, "pool", "cpu", config=dl.LoaderConfig()).loader
+    local = dl.make_dataset(str(root))
+    seen = 0
+    for batch in dl.make_dataloader(remote, batch_size=6, num_workers=2):
+        for b, index in enumerate(batch["index"].tolist()):
+            want = local[index]
+            assert batch["language_persistent"][b] == want["language_persistent"]
+            assert batch["language_events"][b] == want["language_events"]
+            assert torch.equal(batch["observation.images.depth"][b], want["observation.images.depth"])
+            seen += 1
+    assert seen == meta.total_frames
