@@ -21,7 +21,7 @@ class LoaderConfig:
         features: the features a sample carries (exact keys or shell-style globs such as `observation.images.*`),
             or None: all. Cameras not selected are never opened or decoded, columns not selected never read (the
             bookkeeping keys timestamp, frame_index, episode_index, index, task_index and `task` are always served);
-            `delta_timestamps` may only name selected keys (`dl.format.metadata.DatasetMeta.with_features`).
+            `delta_timestamps` may only name selected keys (`dl.format.feature_selection`).
         tolerance_s: a camera frame is served when its timestamp is less than this many seconds from the row's
             (LeRobot's `tolerance_s`, default 1e-4 s); raise it for recorded (wall-clock) timestamps.
         strict: refuse data LeRobot serves as stored but that is likely wrong (NaN or inf in float features)

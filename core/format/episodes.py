@@ -145,7 +145,7 @@ class EpisodeColumns:
 
     def with_cameras(self, keys: list[str]) -> "EpisodeColumns":
         """These columns with only the cameras `keys` (of `video_keys`, in their order) in each `EpisodeMeta`'s
-        `videos`: a view sharing the arrays (`DatasetMeta.with_features`)."""
+        `videos`: a view sharing the arrays (`dl.format.feature_selection`)."""
         out = copy.copy(self)
         out.video_keys = [k for k in self.video_keys if k in keys]
         return out

@@ -8,7 +8,6 @@ or S3, every listing is a request) and every process shares the columns' pages. 
 columns (`dl.format.episodes`): a million episodes are a few arrays, and `EpisodeMeta` objects are views
 built on demand."""
 
-import fnmatch
 import json
 import math
 import os
@@ -148,30 +147,6 @@ class DatasetMeta:
         subtasks = {int(i): t for i, t in snapshot.get("subtasks", [])}
         source.restore(snapshot.get("source") or {})
         return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"], subtasks)
-
-    def with_features(self, patterns: list[str], delta_timestamps: dict | None = None) -> "DatasetMeta":
-        """This metadata with only the features `patterns` select (exact keys or shell-style globs such as
-        `observation.images.*`; `DEFAULT_KEYS` are always kept): a view whose cameras and columns are the selected
-        ones, so loaders never open an unselected camera's files nor read an unselected column (and remote sources
-        never fetch them). `task` is always served (from `task_index`).
-
-        Raises:
-            DlError: a pattern that selects no feature, or `delta_timestamps` naming a key not selected (one line
-                naming both and what to do).
-        """
-        keys = list(self.features)
-        unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(k, p) for k in keys)]
-        if unmatched:
-            raise DlError(f"features {unmatched} select no feature of {self.source.url}; its features: "
-                          f"{', '.join(keys)}.")
-        chosen = [k for k in keys if k in DEFAULT_KEYS or any(fnmatch.fnmatchcase(k, p) for p in patterns)]
-        outside = sorted(set(delta_timestamps or {}) - set(chosen))
-        if outside:
-            raise DlError(f"delta_timestamps names {', '.join(outside)}, which features={list(patterns)} does not "
-                          "select: add it to features, or leave its window out.")
-        info = {**self.info, "features": {k: self.features[k] for k in chosen}}
-        columns = self.columns.with_cameras(camera_keys(info["features"], "video"))
-        return DatasetMeta(self.source, info, columns, self.tasks, self.stats, self.files, self.subtasks)
 
     @cached_property
     def total_frames(self) -> int:

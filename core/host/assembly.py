@@ -11,6 +11,7 @@ from ..contracts.config import LoaderConfig
 from ..contracts.decoder import Decoder
 from ..contracts.loader import Loader
 from ..contracts.source import Source
+from ..format.feature_selection import with_features
 from ..format.metadata import DatasetMeta
 from .manager import get_plugins
 from .reconcile import reconcile_open_files
@@ -85,7 +86,7 @@ def build_loader(meta: DatasetMeta, loader: str = "map", decoder: str | Decoder 
     dec = wrap_decoder(dec) if wrap_decoder else dec
     config = config or LoaderConfig()
     if config.features is not None:  # a view of the selected features: other cameras and columns are never read
-        meta = meta.with_features(list(config.features), config.delta_timestamps)
+        meta = with_features(meta, list(config.features), config.delta_timestamps)
     built = registry.create("loader", loader, meta, dec, config, **(loader_options or {}))
     return Assembly(meta.source, meta, dec, built, reconcile_open_files(loader, built, dec))
 
