@@ -123,7 +123,8 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
                               "info": {**{k: v for k, v in video.items() if k != "video.is_depth_map"},
                                        "video.codec": "hevc", "video.pix_fmt": "gray12le",
                                        "video.channels": 1, "video.depth_min": 0.01, "video.depth_max": 10.0,
-                                       "video.shift": 3.5, "video.use_log": True, "is_depth_map": True}}
+                                       "video.shift": 3.5, "video.use_log": True, "is_depth_map": True,
+                                       "depth_unit": "mm"}}
     features = {
         "observation.state": {"dtype": "float32", "shape": [cfg.state_dim],
                               "names": [f"joint_{j}.pos" for j in range(cfg.state_dim)]},
