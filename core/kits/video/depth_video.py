@@ -94,13 +94,3 @@ class DepthStream:
             if pts[-1] >= last:
                 break
         return pts, codes
-
-    def probe(self) -> dict:
-        """`Decoder.probe` facts of the stream (frame count and rate from the container header)."""
-        stream = self.stream
-        rate = float(stream.average_rate or stream.base_rate or 0)
-        duration = float(stream.duration * stream.time_base) if stream.duration else (stream.frames / rate if rate
-                                                                                      else 0.0)
-        return {"codec": stream.codec_context.name, "width": stream.width, "height": stream.height,
-                "num_frames": stream.frames, "average_fps": rate, "duration_s": duration, "seek_mode": "pyav",
-                "pix_fmt": stream.codec_context.pix_fmt}
