@@ -14,6 +14,12 @@ every anchor given (LeRobot 0.4.4 and 0.6.1) and prints the counts per case and 
 `--only timing` runs the frame-time cases alone. In the timing cases every row's frame was recorded with it, so a
 served frame is checked against the row's own (`dl.testing.timing_cases.own_frame`).
 
+LeRobot 0.6.1's datasets with a depth camera and language columns (`lerobot06`: LeRobot 0.6.1's own writer and
+annotation writer; benchmarks/lerobot06_cases.py), every sample in map and pool, with and without windows, through a
+DataLoader with workers, depth in mm and in m:
+
+    .venv/bin/python benchmarks/lerobot_parity.py lerobot06 --anchor-python $ANCHOR_DIR/venv06/bin/python --out /tmp/p06
+
 One dataset, at chosen positions:
 
     $ANCHOR_DIR/venv/bin/python benchmarks/lerobot_parity.py dump --root R --episodes 0,3-6 \\
@@ -350,9 +356,50 @@ def cases(args):
     sys.exit(1 if unexplained else 0)
 
 
+# ------------------------------------------------------------------ LeRobot 0.6.1: depth cameras and language columns
+LEROBOT06_CASES = {
+    "lerobot_writer": "LeRobot 0.6.1's writer (RGB + depth camera, GOP 2) and annotation writer: 314 frames",
+    "annotated_v04": "dl's generator with LeRobot 0.4's subtask_index and a depth camera (GOP 2), annotated by LeRobot "
+                     "0.6.1's writer (subtask_index leaves the parquet, stays in info.json)",
+    "depth_gop4": "a depth camera with a 4-frame GOP (open GOPs: LeRobot 0.6.1's single seek misses leading B-frames)",
+}
+
+
+def lerobot06(args):
+    """Every `LEROBOT06_CASES` dataset written into --out, LeRobot 0.6.1's samples dumped with --anchor-python (its
+    venv), dl's compared (map, pool, with and without windows, through a DataLoader with 2 workers; mm and m)."""
+    from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
+
+    out, here = Path(args.out).absolute(), Path(__file__).parent / "lerobot06_cases.py"
+    anchor = [args.anchor_python[-1], str(here)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    small = dict(episodes=4, frames_per_episode=(30, 45), cameras=1, width=64, height=64, codec="h264",
+                 episodes_per_file=2, depth_camera=True)
+    failed = 0
+    for name in LEROBOT06_CASES:
+        root = out / name
+        if not root.exists():
+            if name == "lerobot_writer":
+                subprocess.run([*anchor, "write", "--root", str(root)], check=True, env=env)
+            else:
+                write_synthetic_dataset(root, SyntheticConfig(**small, gop=2 if name == "annotated_v04" else 4,
+                                                              subtasks=3 if name == "annotated_v04" else 0))
+                if name == "annotated_v04":
+                    subprocess.run([*anchor, "annotate", "--root", str(root)], check=True, env=env)
+        for unit in ("mm", "m"):
+            ref = out / f"{name}.{unit}.pt"
+            if not ref.exists():
+                subprocess.run([*anchor, "dump", "--root", str(root), "--out", str(ref), "--unit", unit], check=True,
+                               env=env)
+            print(f"== {name} ({LEROBOT06_CASES[name]}), depth in {unit}", flush=True)
+            failed += subprocess.run([sys.executable, str(here), "compare", "--root", str(root), "--ref", str(ref),
+                                      "--unit", unit]).returncode != 0
+    sys.exit(1 if failed else 0)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["dump", "compare", "cases", "dump-cases"])
+    ap.add_argument("command", choices=["dump", "compare", "cases", "dump-cases", "lerobot06"])
     ap.add_argument("--root")
     ap.add_argument("--episodes")
     ap.add_argument("--delta", action="append", help="KEY=OFFSETS_S (repeatable)")
@@ -361,11 +408,11 @@ if __name__ == "__main__":
     ap.add_argument("--ref")
     ap.add_argument("--cases", help="dump-cases: the folder `cases` wrote")
     ap.add_argument("--anchor-python", action="append", help="cases: the python of a LeRobot anchor venv "
-                    "(repeatable: 0.4.4's and 0.6.1's)")
+                    "(repeatable: 0.4.4's and 0.6.1's); lerobot06: 0.6.1's (the last given)")
     ap.add_argument("--only", choices=["all", "timing"], default="all", help="cases: every case, or the frame-time "
                     "cases alone")
     ap.add_argument("--suffix", default="0", help="dump-cases: the anchor's number in the file names")
     ap.add_argument("--reuse", action="store_true", help="cases: compare the datasets and LeRobot samples of an "
                     "earlier run in --out instead of writing and dumping them again")
     a = ap.parse_args()
-    {"dump": dump, "compare": compare, "cases": cases, "dump-cases": dump_cases}[a.command](a)
+    {"dump": dump, "compare": compare, "cases": cases, "dump-cases": dump_cases, "lerobot06": lerobot06}[a.command](a)

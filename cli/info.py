@@ -42,7 +42,8 @@ def info(root, source, source_option, decoder, tolerance_s):
     for column in ("key", "dtype", "shape", "served"):
         features.add_column(column)
     for key, feature in meta.features.items():
-        served = f"[yellow]no: {meta.left_out[key]}[/]" if key in meta.left_out else "yes"
+        served = (f"[yellow]no: {meta.left_out[key]}[/]" if key in meta.left_out else
+                  f"yes: {meta.depth[key].describe()}, float32 [1, H, W]" if key in meta.depth else "yes")
         features.add_row(key, str(feature.get("dtype")), str(feature.get("shape")), served)
     console.print(features)
     cameras = Table(title="cameras")
@@ -57,7 +58,8 @@ def info(root, source, source_option, decoder, tolerance_s):
         if stream and claimed and not codec_matches(claimed, codec):
             codec = f"[yellow]{codec} (info.json disagrees: the stream is what gets decoded)[/]"
         size = "-" if stream is None else f"{stream['width']}x{stream['height']}"
-        cameras.add_row(key, "video", str(claimed), codec, size, f"{len(present)}/{len(files)}")
+        kind = "video (depth, 12-bit codes)" if key in meta.depth else "video"
+        cameras.add_row(key, kind, str(claimed), codec, size, f"{len(present)}/{len(files)}")
     for key in meta.image_keys:
         cameras.add_row(key, "images in the data files", "-", "-", "x".join(map(str, meta.features[key]["shape"])),
                         "-")

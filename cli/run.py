@@ -52,6 +52,9 @@ _DEFAULTS = RunSpec()
                    "(16-step action chunk at 1/fps). Comma-separate or repeat to run several [single].")
 @click.option("--delta-timestamps", "deltas", multiple=True, metavar="KEY=OFFSETS",
               help="Extra window in seconds on any key, e.g. observation.state=-0.1,0 (repeatable).")
+@click.option("--features", metavar="KEYS", help="The features a sample carries, comma-separated keys or globs, e.g. "
+              "observation.images.top,observation.state,action: other cameras are never decoded, other columns never "
+              "read [all].")
 @click.option("--image-dtype", type=click.Choice(["float32", "uint8"]), help="Camera frames as float32 in [0, 1] "
               "or raw uint8 [float32].")
 @click.option("--tolerance-s", type=click.FloatRange(0, min_open=True), help="Serve a camera frame when its timestamp "
@@ -266,6 +269,8 @@ def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, 
     fields["source_options"].update(_remote_options(fields, *remote))
     if episodes is not None:
         fields["episodes"] = parse_episodes(episodes)
+    if fields.get("features"):
+        fields["features"] = split_csv([fields["features"]])
     return RunSpec(**fields)
 
 

@@ -79,11 +79,11 @@ class CpuDecoder(TorchcodecDecoder):
     def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
         """The requests' files decoded in `camera_threads` threads (one file's requests stay in one thread:
         a decoder is not shared between threads); decoders are opened in the calling thread."""
-        decoders = {r.path: self._decoder(source, r.path) for r in requests}
+        decoders = {r.path: self._opened(source, r) for r in requests}
         threads = min(len(decoders), self._process_cores() if self.camera_threads == "auto" else self.camera_threads)
 
         def one(r: FrameRequest) -> DecodedFrames:
-            return self._frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
+            return self._request(decoders[r.path], source, r)
 
         if threads <= 1:
             return [one(r) for r in requests]

@@ -192,14 +192,19 @@ def test_dl_run_counts_image_decode_in_decode_time_and_ceiling(real, tmp_path):
 # ------------------------------------------------------------------------ what LeRobot 0.6 writes
 
 
-@pytest.mark.parametrize("case, left_out", [("depth", ["observation.images.depth"]),
-                                            ("annotations", ["language_persistent", "language_events"])])
-def test_left_out_features_are_named_in_one_line_each(real, case, left_out):
+@pytest.mark.parametrize("case, served", [("depth", ["observation.images.depth"]),
+                                          ("annotations", ["language_persistent", "language_events"])])
+def test_depth_and_language_are_served_without_a_notice(real, case, served):
     dataset, said = make(real(case))
-    for key in left_out:
-        assert sum(f"feature {key} is " in m and "dl leaves it out of the samples" in m for m in said) == 1
-        assert key not in dataset[0]
-    assert set(dataset.meta.left_out) == set(left_out)
+    assert not [m for m in said if "leaves it out" in m] and dataset.meta.left_out == {}
+    assert all(key in dataset[0] for key in served)
+    batch = next(iter(dl.make_dataloader(dataset, batch_size=4)))
+    assert len(check_batch(REAL_CASES[case].config, batch, None)) == 4  # raises naming a wrong value
+
+
+def test_the_tools_list_of_info_json_reaches_the_metadata(real):
+    dataset, _ = make(real("annotations"))
+    assert [t["function"]["name"] for t in dataset.meta.tools] == ["say"]
 
 
 def test_subtasks_are_served_as_lerobot_does(real):
@@ -210,9 +215,10 @@ def test_subtasks_are_served_as_lerobot_does(real):
 
 def test_dl_validate_and_info_on_a_depth_camera(real):
     proc = invoke("validate", real("depth"))
-    assert proc.exit_code == 0, proc.stdout
-    assert "warning: " in proc.stdout and "depth-map camera" in proc.stdout and "1 warning(s)" in proc.stdout
-    assert "no: a depth-map camera" in invoke("info", real("depth")).output.replace("\n", " ").replace("│", "")
+    assert proc.exit_code == 0 and "warning: " not in proc.stdout and "0 warning(s)" in proc.stdout, proc.stdout
+    shown = invoke("info", real("depth")).output.replace("\n", " ").replace("│", "")
+    assert "yes: depth in mm, 10-10000 mm, log codes" in " ".join(shown.split())
+    assert "video (depth, 12-bit codes)" in " ".join(shown.split())
 
 
 # ------------------------------------------------------------------------ warnings read like errors
@@ -226,6 +232,6 @@ def test_warnings_print_as_one_line_without_python_source_prefixes(real, tmp_pat
     warned = [line for line in proc.stdout.splitlines() if line.startswith("warning: ")]
     assert len(warned) == 1 and "rows are in data/chunk-000/file-001.parquet" in warned[0]
     assert proc.stdout.splitlines()[-1].endswith("1 warning(s)")
-    library = dl_subprocess("info", real("depth"), cache_dir=tmp_path)  # a warning printed by Python's machinery
+    library = dl_subprocess("info", real("stale_totals"), cache_dir=tmp_path)  # a warning printed by Python's machinery
     lines = [x for x in library.stderr.splitlines() if x.strip()]
     assert lines and all(x.startswith("warning: ") for x in lines), library.stderr

@@ -165,3 +165,19 @@ def test_missing_videos_are_refused_or_left_missing_when_allowed(dataset_factory
     for i in range(len(dataset)):
         sample = dataset[i]
         assert read_frame_code(sample[dataset.meta.video_keys[0]])[0] == int(sample["index"])
+
+
+def test_a_depth_camera_is_copied_losslessly_never_reencoded(dataset_factory, tmp_path):
+    src = dataset_factory(codec="h264", gop=2, episodes=3, frames_per_episode=(15, 20), episodes_per_file=2,
+                          depth_camera=True)
+    dst = tmp_path / "av1"
+    done = transcode(src, dst, "--codec", "av1", "--gop", "2", cache_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    depth = sorted(p.relative_to(src) for p in src.joinpath("videos", "observation.images.depth").rglob("*.mp4"))
+    assert depth and all((dst / rel).read_bytes() == (src / rel).read_bytes() for rel in depth)
+    info = json.loads((dst / "meta" / "info.json").read_text())["features"]
+    assert info["observation.images.depth"]["info"]["video.pix_fmt"] == "gray12le"
+    assert info["observation.images.cam0"]["info"]["video.codec"] == "av1"
+    old, new = dl.make_dataset(str(src)), dl.make_dataset(str(dst))
+    for i in range(0, len(old), 7):
+        assert np.array_equal(old[i]["observation.images.depth"].numpy(), new[i]["observation.images.depth"].numpy())

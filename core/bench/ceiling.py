@@ -139,8 +139,8 @@ def random_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta
         k = int(rng.integers(lengths.sum()))
         e = int(np.searchsorted(starts, k, side="right")) - 1
         row = (k - starts[e]) / meta.fps
-        n += _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp + row,))
-                                         for span in episodes[e].videos.values()])
+        n += _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp + row,), depth=key in meta.depth)
+                                         for key, span in episodes[e].videos.items()])
         for column in images:
             decoder.decode_images([column[int(rng.integers(len(column)))]])
             n += 1
@@ -158,8 +158,8 @@ def sequential_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[Episode
         ep = episodes[int(rng.integers(len(episodes)))]
         for start in range(0, ep.length, RUN_FRAMES):
             rows = np.arange(start, min(start + RUN_FRAMES, ep.length)) / meta.fps
-            n += _decode_all(meta, decoder, [FrameRequest(span.path, tuple(span.from_timestamp + rows), run=True)
-                                             for span in ep.videos.values()])
+            n += _decode_all(meta, decoder, [FrameRequest(span.path, tuple(span.from_timestamp + rows), run=True,
+                                                          depth=key in meta.depth) for key, span in ep.videos.items()])
             for column in images:
                 decoder.decode_images(column[(start + np.arange(len(rows))) % len(column)])
                 n += len(rows)
@@ -171,9 +171,9 @@ def sequential_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[Episode
 def open_every_file(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta]) -> None:
     """Decode one frame of each file of `episodes` (up to the decoder cache's capacity), untimed: opening a file
     is a start-up cost, not decode speed."""
-    spans = list({span.path: span for ep in episodes for span in ep.videos.values()}.values())
-    for span in spans[:decoder.cache.capacity]:
-        _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp,))])
+    spans = list({span.path: (key, span) for ep in episodes for key, span in ep.videos.items()}.values())
+    for key, span in spans[:decoder.cache.capacity]:
+        _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp,), depth=key in meta.depth)])
 
 
 def measure_trials(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], plan: CeilingPlan) -> dict:

@@ -80,9 +80,10 @@ def stack_frames(frames: list[torch.Tensor], buffers: SharedFrameBuffers | Local
 
 class FrameCollate:
     """`default_collate`'s values, except that the camera keys are stacked by `stack_frames` (channels-last
-    memory, no transposing copy) and that, in a DataLoader
-    worker, small tensors travel inside the pickled batch (`dl.dataloader.inline_tensors.collate_inline`). Batches of
-    anything but sample dicts are collated by `collate_inline` as a whole.
+    memory, no transposing copy), that list and None values are kept as a list per batch (`listed_keys`: language
+    columns; LeRobot's own collate drops them), and that, in a DataLoader worker, small tensors travel inside the
+    pickled batch (`dl.dataloader.inline_tensors.collate_inline`). Batches of anything but sample dicts are collated
+    by `collate_inline` as a whole.
 
     Args:
         video_keys: the camera keys of the samples.
@@ -103,10 +104,19 @@ class FrameCollate:
         if not samples or not isinstance(samples[0], dict):
             return collate_inline(samples)
         cameras = [k for k in self.video_keys if isinstance(samples[0].get(k), torch.Tensor)]
-        rest = collate_inline([{k: v for k, v in s.items() if k not in cameras} for s in samples])
+        kept = {k: [s[k] for s in samples] for k in listed_keys(samples[0])}
+        rest = collate_inline([{k: v for k, v in s.items() if k not in cameras and k not in kept} for s in samples])
         buffers = self.buffers if torch.utils.data.get_worker_info() is not None else self.local_buffers
         stacked = {k: stack_frames([s[k] for s in samples], buffers, self.float32) for k in cameras}
-        return {k: stacked[k] if k in stacked else rest[k] for k in samples[0]}
+        return {k: stacked[k] if k in stacked else kept[k] if k in kept else rest[k] for k in samples[0]}
+
+
+def listed_keys(sample: dict) -> list[str]:
+    """The keys of `sample` a batch keeps as a list of the samples' values: lists (LeRobot 0.6's language columns,
+    a list of message dicts per frame, which `default_collate` would transpose across the batch, or fail on) and
+    None (a feature info.json lists whose column the data lacks, as LeRobot 0.6.1 serves `subtask_index` after its
+    annotation tool dropped it)."""
+    return [k for k, v in sample.items() if v is None or isinstance(v, list)]
 
 
 def images_to_float(batch: dict, video_keys: Iterable[str], device: "str | torch.device | None" = None,

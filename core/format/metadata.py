@@ -27,9 +27,10 @@ from ..contracts.errors import (
     warn,
 )
 from ..contracts.source import FileSpan, Source
+from .depth import DepthQuantizer
 from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
 from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
-from .features import camera_keys, check_features, left_out, video_info
+from .features import camera_keys, check_features, is_depth_map, left_out, video_info
 from .frame_times import FrameTimes
 
 __all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
@@ -51,6 +52,10 @@ class DatasetMeta:
         video_keys: the cameras stored as video (dtype "video"), in info.json order, less those left out.
         image_keys: the cameras stored as PNG/JPEG bytes in the data parquet (dtype "image").
         camera_keys: video and image keys, in info.json order (LeRobot's `camera_keys`).
+        tools: info.json's `tools` list (function schemas LeRobot 0.6's annotation tool declares for the tool calls
+            in its language columns; [] when absent, where LeRobot's `meta.tools` gives its default `say` schema).
+        depth: `{key: DepthQuantizer}` of the depth cameras among the video keys (`dl.format.depth`: served as
+            depth, float32 `[1, H, W]` in mm or m, not as pictures), in info.json order.
         left_out: `{key: why}`: features dl does not serve (`dl.format.features.left_out`), each named in a
             one-line warning when loading.
         columns: every episode's metadata as arrays (`dl.format.episodes.EpisodeColumns`): what loaders,
@@ -81,6 +86,9 @@ class DatasetMeta:
         self.video_keys: list[str] = camera_keys(self.features, "video")
         self.image_keys: list[str] = camera_keys(self.features, "image")
         self.camera_keys: list[str] = [k for k in self.features if k in self.video_keys or k in self.image_keys]
+        self.tools: list[dict] = list(info.get("tools") or [])
+        self.depth: dict[str, DepthQuantizer] = {k: DepthQuantizer.of(k, self.features[k]) for k in self.video_keys
+                                                 if is_depth_map(self.features[k])}
 
     @classmethod
     def load(cls, source: Source) -> "DatasetMeta":

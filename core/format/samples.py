@@ -3,7 +3,8 @@
 A sample is a dict: every non-camera feature as a tensor in its info.json dtype (shape-[1] scalars come
 back 0-d, as `LeRobotDataset` returns them), `task` (str; and `subtask` where the dataset has LeRobot 0.4's
 `subtask_index` and meta/subtasks.parquet), and each camera key, video or image feature, as `[C, H, W]` (float32 in
-[0, 1], or uint8). A key in `delta_timestamps` yields `[T, ...]` and a bool `{key}_is_pad [T]`.
+[0, 1], or uint8), a depth camera (`dl.format.depth`) as float32 `[1, H, W]` in mm or m. A key in
+`delta_timestamps` yields `[T, ...]` and a bool `{key}_is_pad [T]`.
 
 Building is split in two so a loader can decode late: `tabular()` needs only RAM, `decode()` decodes the video
 frames and the images stored in the data parquet.
@@ -93,15 +94,17 @@ class SampleBuilder:
         length = len(arrays["index"])
         sample: dict = {}
         for key in self.keys:
-            column = arrays[key]
-            if key in self.deltas:
+            column = arrays.get(key)
+            if column is None:  # a column the data file lacks (`dl.format.columns.DROPPED_BY_ANNOTATION`)
+                sample[key] = None
+            elif key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
                 sample[key] = _to_tensor(column[rows])
                 sample[f"{key}_is_pad"] = torch.from_numpy(pad)
             else:
                 sample[key] = _to_tensor(column[row])
         sample["task"] = self.meta.tasks[int(arrays["task_index"][row])]
-        if self.subtasks:
+        if self.subtasks and "subtask_index" in arrays:
             sample["subtask"] = self.meta.subtasks[int(arrays["subtask_index"][row])]
         queries = {}
         for key in self.meta.video_keys:
@@ -167,8 +170,8 @@ class SampleBuilder:
     def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:
         """Per video camera key, what to ask the decoder for: the queried timestamps on the file's timeline, held
         within the episode's frames (`file_times`)."""
-        return {key: FrameRequest(episode.videos[key].path, self.file_times(episode, key, timestamps))
-                for key, timestamps in queries.items()}
+        return {key: FrameRequest(episode.videos[key].path, self.file_times(episode, key, timestamps),
+                                  depth=key in self.meta.depth) for key, timestamps in queries.items()}
 
     def decode(self, episode: EpisodeMeta, sample: dict, queries: VideoQueries,
                decoded: dict[str, DecodedFrames] | None = None) -> dict:
@@ -199,7 +202,9 @@ class SampleBuilder:
         return sample
 
     def _served(self, key: str, frames: torch.Tensor) -> torch.Tensor:
-        if self.image_dtype == "float32" and frames.dtype == torch.uint8:
+        if key in self.meta.depth:  # 12-bit codes -> depth, as LeRobot 0.6.1 serves it
+            frames = self.meta.depth[key].dequantize(frames, self.config.depth_output_unit)
+        elif self.image_dtype == "float32" and frames.dtype == torch.uint8:
             frames = frames.float().div_(255.0)  # bitwise equal to LeRobot's frames / 255.0, in place
         return frames if key in self.deltas else frames[0]
 

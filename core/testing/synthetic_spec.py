@@ -69,9 +69,15 @@ class SyntheticConfig:
       file but the first, as LeRobot's v2.1 -> v3.0 converter (<= 0.4.x) writes it.
     - ``info_total_episodes``: info.json counts this many episodes (and proportionally more frames) while
       meta/episodes and the data hold ``episodes`` (a partial upload).
-    - ``depth_camera``: a camera ``observation.images.depth`` with ``video.is_depth_map``, 12-bit HEVC (gray12le)
-      as LeRobot 0.6 writes depth maps.
-    - ``language_columns``: LeRobot 0.6's ``language_persistent`` / ``language_events`` columns (dtype "language").
+    - ``depth_camera``: a camera ``observation.images.depth`` as LeRobot 0.6.1's writer stores depth maps: lossless
+      12-bit HEVC (gray12le, x265 ``lossless=1``, its default open GOPs: leading B-frames before every keyframe),
+      ``is_depth_map`` and the quantizer's ``video.depth_min`` / ``depth_max`` / ``shift`` / ``use_log`` (LeRobot's
+      defaults) in the feature's ``info``; frame ``index`` holds the codes ``depth_code(index)``.
+    - ``open_gop``: H.264 or HEVC cameras encoded with open GOPs (x264 ``open-gop=1`` with 3 B-frames; x265's
+      default), whose leading B-frames follow a keyframe in decode order but are shown before it.
+    - ``language_columns``: LeRobot 0.6's ``language_persistent`` / ``language_events`` columns (dtype "language",
+      ``language_messages``; Arrow types inferred from the values, as its annotation writer leaves them) and the
+      ``tools`` list its annotation executor adds to info.json.
     - ``subtasks``: > 0 writes LeRobot 0.4's ``subtask_index`` feature (``(frame_index // 10) % subtasks``) and
       ``meta/subtasks.parquet``.
 
@@ -130,6 +136,7 @@ class SyntheticConfig:
     video_rate: str | None = None
     vfr_jitter: float = 0.0
     edit_list_frames: int = 0
+    open_gop: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "frames_per_episode", tuple(self.frames_per_episode))  # lists stay hashable
@@ -174,6 +181,7 @@ class SyntheticConfig:
             (not (self.vfr_jitter and (self.concatenated or self.video_rate or self.recorded_timestamps)),
              "vfr_jitter writes its own timestamps: not with concatenated, video_rate or recorded_timestamps"),
             (self.edit_list_frames >= 0, f"edit_list_frames must be >= 0, got {self.edit_list_frames}"),
+            (not self.open_gop or self.codec in ("h264", "hevc"), "open_gop needs codec h264 or hevc"),
         ]
         for ok, message in checks:
             if not ok:
@@ -245,6 +253,40 @@ def served_index(config: SyntheticConfig, index: int) -> int:
     episode = int(np.searchsorted(starts, index, side="right")) - 1
     frame = int(np.rint(float(timestamps(config)[index]) * config.fps))
     return int(starts[episode]) + min(max(frame, 0), int(lengths[episode]) - 1)
+
+
+def codec_args(config: SyntheticConfig) -> list[str]:
+    """FFmpeg encoder arguments of the cameras: ``_CODEC_ARGS`` of the codec, with open GOPs for ``open_gop``."""
+    if config.open_gop and config.codec == "hevc":
+        return ["-c:v", "libx265", "-preset", "ultrafast", "-crf", "20", "-tag:v", "hvc1", "-x265-params",
+                "log-level=error:scenecut=0"]
+    if config.open_gop:
+        return [*_CODEC_ARGS["h264"], "-bf", "3", "-x264-params", "open-gop=1"]
+    return _CODEC_ARGS[config.codec]
+
+
+def depth_code(index: int, width: int = 128, height: int = 96) -> np.ndarray:
+    """The 12-bit codes of the depth camera's frame of global frame ``index`` (``SyntheticConfig.depth_camera``):
+    uint16 [height, width], a horizontal ramp over 0..4095 shifted by ``index`` (mod 4096)."""
+    ramp = (np.arange(width, dtype=np.int64)[None, :] * 4095 // max(width - 1, 1)).repeat(height, 0)
+    return ((ramp + index) % 4096).astype(np.uint16)
+
+
+def language_messages(config: SyntheticConfig, episode: int, frame: int) -> tuple[list[dict], list[dict]]:
+    """The ``language_persistent`` and ``language_events`` values of frame ``frame`` of ``episode``
+    (``SyntheticConfig.language_columns``), as LeRobot 0.6.1's annotation writer lays them out: the episode's
+    persistent messages on every frame (a subtask and a plan), events only on the frame they fire on (every frame
+    ``frame % 10 == 5``: a user interjection and the assistant's spoken answer, a ``say`` tool call)."""
+    persistent = [{"role": "assistant", "content": "1. reach 2. grasp", "style": "plan", "timestamp": 0.0,
+                   "camera": None, "tool_calls": None},
+                  {"role": "assistant", "content": task_string(episode % config.tasks), "style": "subtask",
+                   "timestamp": 0.0, "camera": None, "tool_calls": None}]
+    events = [] if frame % 10 != 5 else [
+        {"role": "assistant", "content": None, "style": None, "camera": None,
+         "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": f"at {frame}"}}}]},
+        {"role": "user", "content": f"frame {frame} of episode {episode}", "style": "interjection", "camera": None,
+         "tool_calls": None}]
+    return persistent, events
 
 
 def state_value(index: int | np.ndarray, dim: int) -> np.ndarray:

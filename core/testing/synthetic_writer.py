@@ -21,13 +21,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .synthetic_spec import (
-    _CODEC_ARGS,
     SyntheticConfig,
     _code_cells,
     _frame_code_stats,
     action_value,
     camera_key,
+    codec_args,
+    depth_code,
     frame_code,
+    language_messages,
     state_value,
     task_string,
     timestamps,
@@ -35,6 +37,10 @@ from .synthetic_spec import (
 from .synthetic_timing import input_args, write_camera_file
 
 CHUNKS_SIZE = 1000
+SAY_TOOL = {"type": "function", "function": {"name": "say", "description": "Speak a short utterance to the user.",
+                                             "parameters": {"type": "object", "required": ["text"],
+                                                            "properties": {"text": {"type": "string"}}}}}
+"""The tool schema LeRobot 0.6.1's annotation executor lists in info.json's `tools` (`SAY_TOOL_SCHEMA`, shortened)."""
 DEPTH_KEY = "observation.images.depth"
 """The depth camera's key (`SyntheticConfig.depth_camera`)."""
 
@@ -66,7 +72,7 @@ def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, 
     as `dl.testing.synthetic_timing.input_args` says."""
     rate, timing = input_args(cfg)
     args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{cfg.width}x{cfg.height}", *rate, "-i", "-",
-            "-an", *_CODEC_ARGS[cfg.codec], "-g", str(cfg.gop), "-pix_fmt", "yuv420p", *timing]
+            "-an", *codec_args(cfg), "-g", str(cfg.gop), "-pix_fmt", "yuv420p", *timing]
     frames = (frame_code(i, camera, width=cfg.width, height=cfg.height, texture=cfg.texture) for i in indices)
     _ffmpeg(ffmpeg, path, args, (frame.tobytes() for frame in frames))
 
@@ -76,12 +82,12 @@ def _encode_camera(ffmpeg: str, cfg: SyntheticConfig, camera: int, path: pathlib
 
 
 def _encode_depth(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, indices: range) -> None:
-    """A depth camera as LeRobot 0.6 writes one: 12-bit codes (a ramp shifted by the index) in gray12le HEVC."""
-    ramp = (np.arange(cfg.width, dtype=np.uint16)[None, :] * 4095 // max(cfg.width - 1, 1)).repeat(cfg.height, 0)
+    """A depth camera as LeRobot 0.6.1's writer encodes one (its `DepthEncoderConfig`: HEVC, gray12le,
+    `x265-params lossless=1`, x265's default open GOPs): the 12-bit codes `depth_code(i)` of each frame."""
     args = ["-f", "rawvideo", "-pix_fmt", "gray12le", "-s", f"{cfg.width}x{cfg.height}", "-r", str(cfg.fps), "-i",
-            "-", "-an", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error", "-tag:v", "hvc1",
-            "-g", str(cfg.gop), "-pix_fmt", "gray12le"]
-    _ffmpeg(ffmpeg, path, args, (((ramp + i) % 4096).astype("<u2").tobytes() for i in indices))
+            "-", "-an", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "lossless=1:log-level=error",
+            "-tag:v", "hvc1", "-g", str(cfg.gop), "-pix_fmt", "gray12le"]
+    _ffmpeg(ffmpeg, path, args, (depth_code(i, cfg.width, cfg.height).astype("<u2").tobytes() for i in indices))
 
 
 def _image(cfg: SyntheticConfig, index: int, camera: int) -> bytes:
@@ -122,8 +128,11 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
     if cfg.depth_camera:
         cameras[DEPTH_KEY] = {"dtype": "video", "shape": [cfg.height, cfg.width, 1],
                               "names": ["height", "width", "channels"],
-                              "info": {**video, "video.codec": "hevc", "video.pix_fmt": "gray12le",
-                                       "video.is_depth_map": True, "video.channels": 1}}
+                              "info": {**{k: v for k, v in video.items() if k != "video.is_depth_map"},
+                                       "video.codec": "hevc", "video.pix_fmt": "gray12le",
+                                       "video.channels": 1, "video.depth_min": 0.01, "video.depth_max": 10.0,
+                                       "video.shift": 3.5, "video.use_log": True, "is_depth_map": True,
+                                       "depth_unit": "mm"}}
     features = {
         "observation.state": {"dtype": "float32", "shape": [cfg.state_dim],
                               "names": [f"joint_{j}.pos" for j in range(cfg.state_dim)]},
@@ -141,7 +150,8 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
                      for key in ("language_persistent", "language_events")}
     episodes = cfg.info_total_episodes or cfg.episodes
     frames = total_frames * episodes // cfg.episodes
-    return {"codebase_version": "v3.0", "robot_type": "dl_synthetic", "total_episodes": episodes,
+    tools = {"tools": [SAY_TOOL]} if cfg.language_columns else {}
+    return {**tools, "codebase_version": "v3.0", "robot_type": "dl_synthetic", "total_episodes": episodes,
             "total_frames": frames, "total_tasks": cfg.tasks, "chunks_size": CHUNKS_SIZE,
             "data_files_size_in_mb": 100, "video_files_size_in_mb": 200, "fps": cfg.fps,
             "splits": {"train": f"0:{episodes}"},
@@ -153,15 +163,10 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
 
 
 def _language(frame_index: np.ndarray, episode: np.ndarray, cfg: SyntheticConfig) -> dict[str, pa.Array]:
-    """LeRobot 0.6's annotation columns: a persistent subtask message on each episode's first row, events empty."""
-    tool_calls = pa.list_(pa.string())
-    persistent = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("style", pa.string()),
-                                     ("timestamp", pa.float32()), ("camera", pa.string()), ("tool_calls", tool_calls)]))
-    events = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("style", pa.string()),
-                                 ("camera", pa.string()), ("tool_calls", tool_calls)]))
-    rows = [[{"role": "user", "content": task_string(int(e) % cfg.tasks), "style": "subtask", "timestamp": 0.0,
-              "camera": None, "tool_calls": []}] if f == 0 else [] for f, e in zip(frame_index, episode, strict=True)]
-    return {"language_persistent": pa.array(rows, persistent), "language_events": pa.array([[]] * len(rows), events)}
+    """LeRobot 0.6's annotation columns (`language_messages`), typed by inference as its writer types them."""
+    messages = [language_messages(cfg, int(e), int(f)) for f, e in zip(frame_index, episode, strict=True)]
+    return {"language_persistent": pa.array([p for p, _ in messages]),
+            "language_events": pa.array([e for _, e in messages])}
 
 
 def _columns(cfg: SyntheticConfig, lo: int, hi: int, columns: dict[str, np.ndarray]) -> pa.Table:

@@ -5,11 +5,12 @@ import re
 
 import torch
 
-from ...contracts.decoder import DecodedFrames, Decoder
+from ...contracts.decoder import DecodedFrames, Decoder, FrameRequest
 from ...contracts.errors import DlError, VideoDecodeError
 from ...contracts.source import Source
 from ..remote.views import CachedView
-from .frame_grid import frames_on_grid
+from .depth_video import DepthStream
+from .frame_grid import approximate_places_frames
 
 SEEK_MODES = ("auto", "approximate", "exact")
 
@@ -31,12 +32,12 @@ def header_trustworthy(meta) -> bool:
     return not meta.begin_stream_seconds_from_header
 
 
-def approximate_places_frames(source: Source, path: str, meta) -> bool:
-    """Whether "approximate" seeking decodes the right frames of `path`: its frames lie on the header's rate grid
-    (`dl.kits.video.frame_grid.frames_on_grid`, from the MP4 index), or, for a file without one, its header is
-    trustworthy (`header_trustworthy`)."""
-    on_grid = frames_on_grid(source.video_input(path), meta)
-    return header_trustworthy(meta) if on_grid is None else on_grid
+def approximate_is_right(source: Source, path: str, meta) -> bool:
+    """Whether "approximate" seeking decodes the right frames of `path`: its MP4 index shows its frames on the
+    header's rate grid and no open GOPs (`dl.kits.video.frame_grid.approximate_places_frames`), or, for a file without
+    an index this reader can read, its header is trustworthy (`header_trustworthy`)."""
+    right = approximate_places_frames(source.video_input(path), meta)
+    return header_trustworthy(meta) if right is None else right
 
 
 def checked_resize(value, who: str) -> tuple[int, int] | None:
@@ -58,10 +59,10 @@ def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 
     """A torchcodec `VideoDecoder` on `source.video_input(path)` (a remote source's `CachedView` with its `fills`
     on: torchcodec 0.13's file-object reader, `AVIOFileLikeContext::read`, calls `read` until its 64 KiB buffer is
     full or a read returns no bytes, so the view may end a fill at bytes not downloaded yet). `seek_mode` "auto"
-    opens in "approximate" mode and reopens in "exact" mode (one scan of the file) unless
-    `approximate_places_frames`. With `resize` (height, width), every frame is scaled inside the decoder by
-    torchcodec's `Resize` transform (bilinear, with antialiasing, as torchvision's `Resize`), in FFmpeg's filter
-    graph: no full-size frame reaches Python.
+    opens in "approximate" mode and reopens in "exact" mode (one scan of the file) unless `approximate_is_right`
+    proves the fast mode right for this file (frames on the header's grid, no open GOPs in its MP4 index). With
+    `resize` (height, width), every frame is scaled inside the decoder by torchcodec's `Resize` transform (bilinear,
+    with antialiasing, as torchvision's `Resize`), in FFmpeg's filter graph: no full-size frame reaches Python.
 
     Raises:
         VideoDecodeError: the file cannot be opened; the message names it and torchcodec's reason.
@@ -83,7 +84,7 @@ def open_video(source: Source, path: str, *, seek_mode: str, num_threads: int = 
 
     try:
         decoder = create("approximate" if seek_mode == "auto" else seek_mode)
-        if seek_mode == "auto" and not approximate_places_frames(source, path, decoder.metadata):
+        if seek_mode == "auto" and not approximate_is_right(source, path, decoder.metadata):
             decoder = create("exact")
     except (RuntimeError, ValueError, OSError) as exc:
         raise VideoDecodeError(f"cannot open video {source.url}/{path}: {reason(exc)}") from exc
@@ -175,8 +176,10 @@ def reason(exc: Exception) -> str:
 
 class TorchcodecDecoder(Decoder):
     """The part of a torchcodec-backed decoder plugin that does not depend on the device: open `VideoDecoder`s
-    kept in `cache`, keyed by (source URL, path), and frames read through `decode_frames`. A subclass says how
-    a file is opened (`_open`: device, threads, the checks it makes) and gives `probe`."""
+    kept in `cache`, keyed by (source URL, path), and frames read through `decode_frames`; depth cameras' 12-bit
+    streams read with PyAV on the CPU (`dl.kits.video.depth_video.DepthStream`, kept in `cache` too, keyed by
+    (source URL, path, "depth")), as LeRobot 0.6.1 reads them. A subclass says how a file is opened (`_open`:
+    device, threads, the checks it makes) and gives `probe`."""
 
     def _open(self, source: Source, path: str):
         """A torchcodec `VideoDecoder` for `path` (see `open_video`)."""
@@ -193,6 +196,27 @@ class TorchcodecDecoder(Decoder):
         except VideoDecodeError:
             self.cache.discard((source.url, path))
             raise
+
+    def _depth(self, source: Source, path: str) -> DepthStream:
+        return self.cache.get((source.url, path, "depth"), lambda: DepthStream(source, path))
+
+    def _opened(self, source: Source, request: FrameRequest):
+        """The open decoder of `request`'s file: a `DepthStream` for a depth request, else a `VideoDecoder`."""
+        return self._depth(source, request.path) if request.depth else self._decoder(source, request.path)
+
+    def _request(self, opened, source: Source, request: FrameRequest) -> DecodedFrames:
+        """`request` decoded by `opened` (`_opened`); a file that fails is dropped from `cache`."""
+        if not request.depth:
+            return self._frames(opened, source, request.path, list(request.timestamps), request.run)
+        try:
+            return opened.frames(list(request.timestamps))
+        except VideoDecodeError:
+            self.cache.discard((source.url, request.path, "depth"))
+            raise
+
+    def depth_frames(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        request = FrameRequest(path, tuple(timestamps), depth=True)
+        return self._request(self._opened(source, request), source, request)
 
     def frames_at(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
         return self._frames(self._decoder(source, path), source, path, timestamps, run=False)
