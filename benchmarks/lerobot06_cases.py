@@ -156,34 +156,29 @@ def compare(args) -> int:
             workers = dl.make_dataloader(ds, batch_size=8, num_workers=2)
             batches = [_unbatch(b) for b in workers]
             counts_w = _count([s for b in batches for s in b], want)
+            raised = f" (LeRobot raised on the other {counts[3]}, dl served them)" if counts[3] else ""
             print(f"depth in {args.unit}, windows={windows} {loader}: {counts[0]}/{counts[1]} samples equal on every "
-                  f"key; through a DataLoader (2 workers, batch 8): {counts_w[0]}/{counts_w[1]}; differing keys: "
-                  f"{sorted(counts[2] | counts_w[2])}")
-            bad += counts[1] - counts[0] + counts_w[1] - counts_w[0]
-    if LEROBOT_FAILED:
-        first = next(s for s in ref[False] + ref[True] if "__error__" in s)["__error__"]
-        print(f"LeRobot raised on {len(LEROBOT_FAILED)} of {len(ref[False])} samples (dl served them), e.g. {first}")
+                  f"key{raised}; through a DataLoader (2 workers, batch 8): {counts_w[0]}/{counts_w[1]}; differing "
+                  f"keys: {sorted(counts[2] | counts_w[2])}")
+            bad += counts[1] - counts[0] - counts[3] + counts_w[1] - counts_w[0] - counts_w[3]
+    errors = [s["__error__"] for s in ref[False] + ref[True] if "__error__" in s]
+    if errors:
+        print(f"LeRobot's error, e.g.: {errors[0][:160]}")
     return 1 if bad else 0
 
 
-def _count(samples: list[dict], want: list[dict]) -> tuple[int, int, set]:
-    """(samples equal on every key or where LeRobot raises, samples, differing keys); LeRobot's failures are counted
-    apart (`LEROBOT_FAILED`)."""
-    same, keys = 0, set()
+def _count(samples: list[dict], want: list[dict]) -> tuple[int, int, set, int]:
+    """(samples equal on every key, samples, differing keys, samples LeRobot raised on: dl served them)."""
+    same, failed, keys = 0, 0, set()
     for sample in samples:
         ref = want[int(sample["index"])]
         if "__error__" in ref:
-            LEROBOT_FAILED.add(int(sample["index"]))
-            same += 1
+            failed += 1
             continue
         wrong = _mismatches(sample, ref)
         same += not wrong
         keys.update(wrong)
-    return same, len(samples), keys
-
-
-LEROBOT_FAILED: set[int] = set()
-"""Indices LeRobot raised on (dl served them: `compare` says how many)."""
+    return same, len(samples), keys, failed
 
 
 def _unbatch(batch: dict) -> list[dict]:
