@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from .needs import DataLoaderNeeds
 
 
+SHOWN_AFTER_S = 1e-5
+"""A decoder asked for the frame at timestamp t decodes the frame shown at t + this (s): a frame's time computed in
+another unit (or stored as float32) may round to just below the frame's presentation time."""
+
+
 @dataclass
 class DecodedFrames:
     """Frames decoded from one file.

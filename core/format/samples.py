@@ -17,9 +17,8 @@ import numpy as np
 import torch
 
 from ..contracts.config import LoaderConfig
-from ..contracts.decoder import DecodedFrames, Decoder, FrameRequest
+from ..contracts.decoder import SHOWN_AFTER_S, DecodedFrames, Decoder, FrameRequest
 from ..contracts.errors import TimestampToleranceError
-from ..kits.video.torchcodec_video import SHOWN_AFTER_S
 from .columns import EpisodeArrays
 from .delta import delta_indices, window
 from .episodes import episodes_in_file

@@ -5,7 +5,7 @@ import re
 
 import torch
 
-from ...contracts.decoder import DecodedFrames, Decoder, FrameRequest
+from ...contracts.decoder import SHOWN_AFTER_S, DecodedFrames, Decoder, FrameRequest
 from ...contracts.errors import DlError, VideoDecodeError
 from ...contracts.source import Source
 from ..remote.views import CachedView
@@ -95,10 +95,6 @@ def used_seek_mode(decoder) -> str:
     """The seek mode an `open_video` decoder runs in: "approximate" or "exact"."""
     return "exact" if decoder.metadata.num_frames_from_content is not None else "approximate"
 
-
-SHOWN_AFTER_S = 1e-5
-"""`decode_frames` takes the frame shown this long after each timestamp: a frame's time computed in another unit
-(or stored as float32) may round to just below the frame's presentation time."""
 
 
 def decode_frames(decoder, source: Source, path: str, timestamps: list[float], run: bool) -> DecodedFrames:
