@@ -69,6 +69,7 @@ def test_info_json_that_is_not_json(small_dataset, writable_copy, tmp_path):
     assert "meta/info.json is not valid JSON (line " in line and ", column " in line
 
 
+@pytest.mark.slow  # starts `dl` processes
 @pytest.mark.parametrize("loader", ["map", "pool"])
 def test_truncated_data_parquet_names_the_file(small_dataset, writable_copy, tmp_path, loader):
     root = writable_copy(small_dataset)
@@ -85,6 +86,7 @@ def test_truncated_data_parquet_names_the_file(small_dataset, writable_copy, tmp
 # ------------------------------------------------------------------------------ bad options
 
 
+@pytest.mark.slow  # starts `dl` processes
 @pytest.mark.parametrize(("out_dir", "says"), [("afile", "is a file"), ("afile/sub", "lies under the file")])
 def test_out_dir_that_cannot_be_a_folder(small_dataset, tmp_path, out_dir, says):
     (tmp_path / "afile").write_text("x")
@@ -106,6 +108,7 @@ def test_negative_workers_are_refused_before_any_work(small_dataset, tmp_path):
     (["--episodes", "abc"], "--episodes: cannot read 'abc' in 'abc'"),
     (["--loader", "nope"], "unknown loader 'nope'; registered loaders: map, pool."),
 ])
+@pytest.mark.slow  # starts `dl` processes
 def test_errors_share_click_style_without_python_reprs(small_dataset, tmp_path, args, says):
     proc = no_traceback(dl_subprocess("run", "--root", small_dataset, *args, cache_dir=tmp_path))
     line = last_error_line(proc)
@@ -136,6 +139,7 @@ def run_with(site, root, tmp_path, *args):
     ("boom_build", "0", "RuntimeError: the plugin broke while building"),
     ("killed", "0", "the run process ended (killed by signal SIGKILL) without writing a result"),
 ])
+@pytest.mark.slow  # starts `dl` processes
 def test_any_failure_in_a_run_process_is_a_failed_result_with_its_cause(boom_site, small_dataset, tmp_path, loader,
                                                                         workers, cause):
     proc = run_with(boom_site, small_dataset, tmp_path, "--loader", loader, "--num-workers", workers)
@@ -150,6 +154,7 @@ def test_any_failure_in_a_run_process_is_a_failed_result_with_its_cause(boom_sit
     assert "1 JSON file(s) written" in proc.stdout
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_results_csv_covers_every_result_in_the_folder(small_dataset, tmp_path):
     for mode in ("single", "chunk"):
         proc = dl_subprocess("run", "--root", small_dataset, *FAST, "--num-workers", "0", "--mode", mode,
@@ -221,6 +226,7 @@ def test_validate_passes_a_good_dataset(small_dataset, tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1].startswith("ok: 6 episode(s)")
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_validate_finds_corrupt_files(small_dataset, writable_copy, tmp_path):
     root = writable_copy(small_dataset)
     data = (root / DATA0).read_bytes()

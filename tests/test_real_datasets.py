@@ -224,6 +224,7 @@ def test_dl_validate_and_info_on_a_depth_camera(real):
 # ------------------------------------------------------------------------ warnings read like errors
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_warnings_print_as_one_line_without_python_source_prefixes(real, tmp_path):
     proc = dl_subprocess("validate", real("converter"), cache_dir=tmp_path)
     assert proc.returncode == 0

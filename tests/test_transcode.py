@@ -84,6 +84,7 @@ def test_every_codec_and_b_frames_keep_the_frames_at_their_rows(dataset_factory,
     assert_same_frames_at_every_row(dst)
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_a_dataset_on_an_s3_server_transcodes_to_local_disk(dataset_factory, tmp_path, s3):  # noqa: F811
     url = upload(s3, dataset_factory(**AV1))
     options = [item for key, value in s3.storage_options().items() for item in ("--storage-option", f"{key}={value}")]
@@ -134,6 +135,7 @@ def test_ctrl_c_leaves_no_complete_looking_dataset_and_the_same_command_finishes
     assert_same_frames_at_every_row(dst)
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_a_psnr_below_the_threshold_refuses_and_a_lower_one_finishes_without_encoding_again(dataset_factory,
                                                                                             tmp_path):
     src, dst = dataset_factory(**AV1), tmp_path / "dst"
@@ -150,6 +152,7 @@ def test_a_psnr_below_the_threshold_refuses_and_a_lower_one_finishes_without_enc
     assert_same_frames_at_every_row(dst)
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_missing_videos_are_refused_or_left_missing_when_allowed(dataset_factory, writable_copy, tmp_path):
     src = writable_copy(dataset_factory(**AV1))
     gone = sorted(src.glob("videos/*/chunk-000/file-001.mp4"))[0]

@@ -69,6 +69,7 @@ def test_shifted_timestamps_are_refused(shifted, loader):
     assert "--frame-pairing row" in message and "--tolerance-s" not in message
 
 
+@pytest.mark.slow  # starts `dl` processes
 @pytest.mark.parametrize("loader", ["map", "pool"])
 def test_dl_run_with_shifted_timestamps_fails_naming_the_file(shifted, tmp_path, loader):
     proc = dl_run(shifted, tmp_path / "c", "--loader", loader, "--num-workers", "2", "--out-dir", tmp_path / "out")

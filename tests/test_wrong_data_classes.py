@@ -134,6 +134,7 @@ def test_a_root_that_is_a_file(small_dataset, tmp_path):
     assert proc.returncode == 2 and "is a file, not a dataset folder" in proc.stderr
 
 
+@pytest.mark.slow  # starts `dl` processes
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_nan_or_inf_delta_timestamps_are_refused(small_dataset, tmp_path, value):
     with pytest.raises(DlError, match="offsets are finite numbers of seconds"):
