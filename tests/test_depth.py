@@ -47,6 +47,20 @@ def test_both_writers_depth_keys_are_recognised_and_bad_quantizers_refused():
         DepthQuantizer.of("d", {"info": {"is_depth_map": True, "video.depth_min": 5.0, "video.depth_max": 1.0}})
 
 
+def test_a_depth_decoder_starts_no_threads_a_forked_worker_could_inherit(dataset_factory):
+    """libavcodec's slice threads do not survive a fork: a DataLoader worker that inherits a PyAV decoder with them
+    hangs when it frees the decoder. So the depth decoder decodes in the calling thread, as `cpu` does by default."""
+    import os
+
+    from dl.kits.video.depth_video import DepthStream
+
+    meta = dl.make_dataset(str(dataset_factory(gop=2, **CASE)), loader="map").meta
+    before = len(os.listdir("/proc/self/task"))
+    stream = DepthStream(meta.source, meta.episodes[0].videos[DEPTH].path)
+    assert stream.frames([0.0, 0.5]).data.shape[0] == 2
+    assert len(os.listdir("/proc/self/task")) == before
+
+
 @pytest.mark.parametrize("gop", [2, 4])
 @pytest.mark.parametrize("loader", ["map", "pool"])
 def test_every_depth_frame_is_served_right_in_shuffled_order(dataset_factory, gop, loader):

@@ -48,6 +48,9 @@ class DepthStream:
         try:
             self.container = av.open(source.video_input(path))
             self.stream = self.container.streams.video[0]
+            # no FFmpeg threads: a forked DataLoader worker that inherits this decoder would hang freeing threads it
+            # does not have (libavcodec's slice threads); parallelism comes from workers, as with `cpu`'s num_threads=1
+            self.stream.codec_context.thread_count = 1
         except (av.FFmpegError, OSError, IndexError) as exc:
             raise VideoDecodeError(f"cannot open depth video {self.where}: {exc}") from exc
         self.metadata = self.stream.codec_context
