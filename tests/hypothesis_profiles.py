@@ -1,5 +1,5 @@
 """Hypothesis example counts per profile: the counts written in the tests run under `ci` (CI=true, as .ci/run runs),
-a fifth of them (at least 3) under `dev`, the default, so the README's test command stays fast. Choose with
+a tenth of them (at least 3) under `dev`, the default, so the README's test command stays fast. Choose with
 HYPOTHESIS_PROFILE=ci|dev."""
 
 import os
@@ -9,7 +9,7 @@ from hypothesis import settings
 from dl.testing.examples import scaled
 
 settings.register_profile("ci", max_examples=100)
-settings.register_profile("dev", max_examples=20)
+settings.register_profile("dev", max_examples=10)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 settings.load_profile(PROFILE)
 

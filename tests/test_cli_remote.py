@@ -73,6 +73,7 @@ def test_hub_run_pins_the_revision_once(hub, small_dataset, tmp_path):  # noqa: 
     assert [p for p in served if p.endswith("/meta/info.json")] == [f"/datasets/{repo}/resolve/{sha}/meta/info.json"]
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_options_a_source_does_not_take_fail_before_running(tmp_path):
     done = dl_run("--source", "hub", "--repo-id", "a/b", "--data-files-root", "s3://x/y", "--out-dir",
                   tmp_path / "out", cwd=tmp_path)

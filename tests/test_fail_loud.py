@@ -59,6 +59,7 @@ def last_error_line(proc) -> str:
 # ------------------------------------------------------------------------------ bad files
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_info_json_that_is_not_json(small_dataset, writable_copy, tmp_path):
     root = writable_copy(small_dataset)
     text = (root / "meta/info.json").read_text()
@@ -95,6 +96,7 @@ def test_out_dir_that_cannot_be_a_folder(small_dataset, tmp_path, out_dir, says)
     assert proc.returncode == 2 and says in last_error_line(proc) and "--out-dir" in last_error_line(proc)
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_negative_workers_are_refused_before_any_work(small_dataset, tmp_path):
     proc = no_traceback(dl_subprocess("run", "--root", small_dataset, "--num-workers", "0,-1", "--out-dir",
                                       tmp_path / "out", cache_dir=tmp_path))

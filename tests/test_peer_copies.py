@@ -233,6 +233,7 @@ def _hold_episodes(source, episodes, ready, stop) -> None:
     stop.wait(timeout=120)
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_a_second_process_copies_the_episodes_a_first_one_holds(s3, long_video, tmp_path):  # noqa: F811
     source = s3_source(s3, upload(s3, long_video), cache_dir=str(tmp_path))
     size = source.list_files("videos")[REL]

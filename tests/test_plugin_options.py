@@ -63,6 +63,7 @@ def test_make_dataset_refuses_an_option_the_loader_does_not_take(small_dataset):
         dl.make_dataset(str(small_dataset), loader="pool", loader_options={"pool_size": 8})
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_dl_run_refuses_a_pool_option_for_map_before_running(small_dataset, tmp_path):
     proc = run_dl("run", "--root", str(small_dataset), "--loader", "map", "--loader-option", "episode_pool_size=8",
                   "--out-dir", str(tmp_path / "out"))
@@ -138,6 +139,7 @@ def test_command_line_options_are_converted_by_the_plugins_annotations():
         plugin_options("loader", "pool", ("episode_pool_size=many",), "--loader-option")
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_dl_run_refuses_an_option_value_of_the_wrong_type_before_running(small_dataset, tmp_path):
     proc = run_dl("run", "--root", str(small_dataset), "--decoder-option", "cache_size=lots", "--out-dir",
                   str(tmp_path / "out"))

@@ -170,6 +170,7 @@ def test_missing_videos_are_refused_or_left_missing_when_allowed(dataset_factory
         assert read_frame_code(sample[dataset.meta.video_keys[0]])[0] == int(sample["index"])
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_a_depth_camera_is_copied_losslessly_never_reencoded(dataset_factory, tmp_path):
     src = dataset_factory(codec="h264", gop=2, episodes=3, frames_per_episode=(15, 20), episodes_per_file=2,
                           depth_camera=True)

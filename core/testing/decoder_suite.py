@@ -198,6 +198,7 @@ class DecoderSuite:
         assert all(np.array_equal(a, b) for a, b in zip(got[:3], parent, strict=True))
         assert decoder.cache.stats()["misses"] >= 2, "forked workers reused the parent's open decoders"
 
+    @pytest.mark.slow  # spawned DataLoader workers import torch and dl anew
     def test_spawned_workers(self, videos):
         import torch.utils.data
 

@@ -1,5 +1,5 @@
 """How many examples a hypothesis test draws: a count written for hypothesis' default of 100 examples per test,
-scaled to the loaded profile, so a project whose default profile draws fewer (dl's own tests draw a fifth outside CI:
+scaled to the loaded profile, so a project whose default profile draws fewer (dl's own tests draw a tenth outside CI:
 tests/hypothesis_profiles.py) runs every suite faster, and one at hypothesis' default runs the counts as written."""
 
 from hypothesis import settings
