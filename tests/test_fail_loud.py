@@ -223,6 +223,7 @@ def test_interrupting_dl_stops_its_runs_and_workers(small_dataset, tmp_path, how
 # ------------------------------------------------------------------------------ dl validate
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_validate_passes_a_good_dataset(small_dataset, tmp_path):
     proc = no_traceback(dl_subprocess("validate", small_dataset, cache_dir=tmp_path))
     assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1].startswith("ok: 6 episode(s)")
