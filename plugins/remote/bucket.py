@@ -47,7 +47,7 @@ class BucketSource(RemoteSource):
         return {**super().__getstate__(), "_presigned": None, "_presigned_urls": urls}  # connections stay here
 
     def prepare(self, files: list[FileSpan]) -> int:
-        """As `RemoteSource.prepare`, then presigns the files of `files` on S3 (0.4 ms each here), so that the
+        """As `RemoteSource.prepare`, then presigns the files of `files` on S3 (local work, no request), so that the
         DataLoader workers this process starts read them without a client of their own. Presigning is local work,
         but s3fs may ask the server for a bucket's region first: where that fails, it is logged and each process
         presigns for itself when it reads (retried and counted as every request)."""

@@ -33,29 +33,18 @@ MAX_PIECE_BYTES = 4 << 20
 REST_PIECE_BYTES = 96 << 10
 """About the size of the pieces that bytes read after the first reads (rank 1 and later, or no read) come in:
 about one `pool` chunk of a camera at real bitrates (16 frames of ~6 KB), so a piece holds little beyond the
-chunk it is fetched for. Measured on LeRobot's layout through dl's Hub server (20 ms, 80 Mbit/s, 2 workers, 30 s
-windows): 234-237 samples/s with 256 KiB pieces, 253-256 with 96 KiB (2.1x the requests), 259 with 64 KiB
-(3x); through moto, whose CPU per request shares this machine's 2 cores with the run, 226 with 96 or 256 KiB."""
+chunk it is fetched for (`benchmarks/results/internals.md`, "Remote byte ranges", compares piece sizes)."""
 
 COALESCE_BYTES = 384 << 10
 """The most bytes of one download that joins queued pieces following one another in a file (four of
-`REST_PIECE_BYTES`). Measured on LeRobot's layout behind 20 ms / 80 Mbit/s (`pool`, 2 workers, 30 s windows,
-medians of 2, 2026-11-24): through moto 263 samples/s without joining (988 requests; moto and its proxy 12.4-13.2 s
-of CPU), 278-282 with it (448-571 requests; 8.6-9.7 s); through dl's Hub server 286 without, 282-298 with. Joining
-deeper pieces to a depth-0 one too (373 requests) gave 278 and 299 but a later first batch through the Hub (1.37 s
-against 0.96 s); on open50, 1 MiB gave no more than 384 KiB (moto 1141 samples/s against 1075-1100, the Hub 1144
-against 1088-1136)."""
+`REST_PIECE_BYTES`): fewer requests cost the client and the server less CPU; joins of 1 MiB gave no more
+(`benchmarks/results/internals.md`, "Remote byte ranges")."""
 
 CALM_COALESCE_BYTES = 1 << 20
 """The most bytes one download joins while readers are not waiting for the network (no reader has waited for `CALM_S`):
 the downloads are then ahead of the readers, and fewer, larger requests cost the client and the server less CPU and
 fewer round trips. While readers wait, a long joint download would hold their pieces back behind deeper bytes, so
-joins stay at `COALESCE_BYTES`. Measured behind 20 ms / 80 Mbit/s (`pool`, 2 workers, 30 s windows, 3 interleaved
-repeats, 2026-11-28): on LeRobot's layout (decode-bound) 1 MiB always gave 270, 272, 259 samples/s against 265, 260,
-257 (moto 2.7-2.9 s of CPU against 3.7-3.8 s, 270 requests against 385), but on open50 (its first epoch bound by the
-link) twice the readers' network wait (2.1-2.6 s against 0.9-1.7 s) and 949-1042 against 1012-1089 through moto.
-Joining up to 1 MiB only once calm: the layout through moto 271-274 against 258-279 (320-330 requests, moto 2.8-3.1
-s), open50's network wait 0.8-1.3 s (docs/benchmark.md, the set on 58cba7f)."""
+joins stay at `COALESCE_BYTES` (`benchmarks/results/remote.md`, the set on 58cba7f)."""
 CALM_S = 1.0
 """Seconds without a reader waiting for the network after which downloads join up to `CALM_COALESCE_BYTES`."""
 

@@ -52,9 +52,7 @@ class CachedView(_Seekable):
     chunk's, downloaded later in the order the loader reads them: `dl.kits.remote.span_reads`). The reader's next
     fill (a read after a full or an empty one, or after a seek) is for bytes it needs, and waits for them as any
     read does, so a decoder gets every byte it reads, only later. With reads placed without the read-ahead
-    (`span_reads`), measured on open50 through `bucket` and `hub` (20 ms, 80 Mbit/s, `pool` with 2 workers, 30 s
-    windows, interleaved): 1513-1523 and 1569-1576 samples/s against 1451-1464 and 1457-1549 before, the first 8 s
-    of the window 5536-5776 and 6752-6960 samples against 4656-4976 and 5840-6128.
+    (`span_reads`), the window's first seconds serve more (`benchmarks/results/internals.md`, "Remote byte ranges").
 
     Args:
         source: the remote source (`Reads`).
