@@ -97,9 +97,8 @@ class PoolDataset(torch.utils.data.IterableDataset):
             (min(pool size, the most episodes a consumer owns in epoch 0), the consumers being world size x
             DataLoader workers: `dl.make_dataloader` tells the loader its workers, `fit_workers`; one per rank
             otherwise), so batches mix as many episodes as without chunks (`benchmarks/results/internals.md`,
-            "Pool"), rounded down to a
-            multiple of the GOP where the first episode's videos keep one from their first frame (read from
-            their MP4 index: `gop.episode_gop`, `auto_chunk_frames`), so that chunks start on keyframes.
+            "Pool"), rounded down to a multiple of the GOP where the first episode's videos keep one from their
+            first frame (their MP4 index: `gop.episode_gop`, `auto_chunk_frames`), so chunks start on keyframes.
 
     Raises:
         MissingFilesError, DlError: bad selection, delta_timestamps or options.
@@ -339,18 +338,17 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.meta.source.admit(ep.index, self._with_reads(ep, order))
 
     def _with_reads(self, ep: EpisodeMeta, order: list[tuple[int, int, int]]) -> list[FileSpan]:
-        """`ep`'s file spans, each video span with the reads `(first row, last row, rank)` as times: from the first
-        row's frame to one frame period after the last row's (the file's frame times, `dl.format.frame_times`)."""
+        """`ep`'s file spans, its video spans' reads `(first row, last row, rank)` as file times (frame_times)."""
         frames = {video.path: camera_span(self.meta, ep, key) for key, video in ep.videos.items()} if order else {}
         out = []
         for span in self.meta.file_spans(ep):
             found = frames.get(span.path)
             if found is not None:
-                times, start, end = found
-                half = half_spacing(times)
-                at = [min(start + r, len(times) - 1) for first, last, _ in order for r in (first, last)]
-                span = replace(span, reads=tuple((float(times[at[2 * i]]), float(times[at[2 * i + 1]]) + 2 * half,
-                                                  rank) for i, (_, _, rank) in enumerate(order)))
+                times, start, _ = found
+                last_frame, period = len(times) - 1, 2 * half_spacing(times)
+                span = replace(span, reads=tuple((float(times[min(start + first, last_frame)]),
+                                                  float(times[min(start + last, last_frame)]) + period, rank)
+                                                 for first, last, rank in order))
             out.append(span)
         return out
 
