@@ -4,10 +4,21 @@ LeRobot lives in its own venv (../shared/anchors/lerobot/setup.sh builds it), so
 (run with the anchor's python) and a dl side (run with dl's).
 
 Every case dl's tests generate (`dl.testing.real_cases`: what LeRobot's tools write; `dl.testing.broken_cases`:
-how datasets go wrong), each read without and with windows, in one command that runs both sides and prints the
-counts per case:
+how datasets go wrong; `dl.testing.timing_cases`: real recordings' frame times, at LeRobot's defaults and at the
+further settings each names), each read without and with windows, in one command that runs both sides against
+every anchor given (LeRobot 0.4.4 and 0.6.1) and prints the counts per case and anchor:
 
-    .venv/bin/python benchmarks/lerobot_parity.py cases --anchor-python $ANCHOR_DIR/venv/bin/python --out /tmp/parity
+    .venv/bin/python benchmarks/lerobot_parity.py cases --anchor-python /work/anchor/venv/bin/python \
+        --anchor-python /work/anchor/venv06/bin/python --out /tmp/parity
+
+`--only timing` runs the frame-time cases alone. In the timing cases every row's frame was recorded with it, so a
+served frame is checked against the row's own (`dl.testing.timing_cases.own_frame`).
+
+LeRobot 0.6.1's datasets with a depth camera and language columns (`lerobot06`: LeRobot 0.6.1's own writer and
+annotation writer; benchmarks/lerobot06_cases.py), every sample in map and pool, with and without windows, through a
+DataLoader with workers, depth in mm and in m:
+
+    .venv/bin/python benchmarks/lerobot_parity.py lerobot06 --anchor-python $ANCHOR_DIR/venv06/bin/python --out /tmp/p06
 
 One dataset, at chosen positions:
 
@@ -42,6 +53,10 @@ OUTCOMES = {
     "dl_refuses_inconsistent_span": "dl refuses an episode whose camera span is not its length (from or to "
                                     "timestamp wrong, and which one cannot be told); LeRobot reads only from_timestamp",
     "lerobot_fails_dl_serves": "LeRobot raises; dl serves the row's values",
+    "dl_refuses_episode_lerobot_errs_in_it": "dl refuses the episode up front (one line, with the fix); LeRobot "
+                                             "serves this row right but raises, or serves wrong values, on other "
+                                             "rows of the episode",
+    "both_wrong_same": "equal, and both not the row's own frame (a tolerance over half a frame, LeRobot's pairing)",
     "MISMATCH": "values differ, unexplained",
     "DL_REFUSES_GOOD_DATA": "dl refuses a sample LeRobot serves right",
 }
@@ -95,7 +110,7 @@ def dump_cases(args):
                     out["samples"][position] = ds[position]
                 except Exception as exc:
                     out["samples"][position] = {"__error__": f"{type(exc).__name__}: {exc}"[:300]}
-        torch.save(out, Path(args.cases, f"{name}.lerobot.pt"))
+        torch.save(out, Path(args.cases, f"{name}.lerobot{args.suffix}.pt"))
         print(f"{name}: {out['error'] or str(len(out['samples'])) + ' samples'}")
 
 
@@ -135,30 +150,39 @@ def _difference(ours, theirs) -> float:
     return 0.0 if ours == theirs else float("inf")
 
 
-def write_cases(out: Path) -> dict:
-    """Every real and broken case under `out`, each read without and with windows; returns the specs (also
-    written as `out/cases.json`, for the LeRobot side)."""
+def write_cases(out: Path, only: str) -> dict:
+    """Every real, broken and timing case under `out` (`only`: "all" or "timing"), each read without and with
+    windows (a timing case also at each of its further settings); returns the specs (also written as
+    `out/cases.json`, for the LeRobot side)."""
     import shutil
 
     from dl.testing.broken_cases import BASE, BROKEN, WARNED
     from dl.testing.real_cases import REAL_CASES, windows
     from dl.testing.synthetic import write_synthetic_dataset
+    from dl.testing.timing_cases import TIMING_CASES, TIMING_OPTIONS
 
     specs = {}
     if out.exists():
         shutil.rmtree(out)
-    base = write_synthetic_dataset(out / "_base", BASE)
     datasets = {}
-    for name, case in REAL_CASES.items():
-        datasets[name] = (write_synthetic_dataset(out / name, case.config), case.config, case.options, "real")
-    for name, (edit, _) in {**BROKEN, **WARNED}.items():
-        root = shutil.copytree(base, out / name)
-        edit(root)
-        datasets[name] = (root, BASE, {}, "broken" if name in BROKEN else "warned")
+    if only == "all":
+        base = write_synthetic_dataset(out / "_base", BASE)
+        for name, case in REAL_CASES.items():
+            datasets[name] = (write_synthetic_dataset(out / name, case.config), case.config, case.options, "real")
+        for name, (edit, _) in {**BROKEN, **WARNED}.items():
+            root = shutil.copytree(base, out / name)
+            edit(root)
+            datasets[name] = (root, BASE, {}, "broken" if name in BROKEN else "warned")
+    for name, case in TIMING_CASES.items():
+        root = write_synthetic_dataset(out / name, case.config)
+        for options in [case.options, *TIMING_OPTIONS.get(name, [])]:
+            label = "+".join(f"{k}={v}" for k, v in options.items())
+            datasets[f"{name}[{label}]" if label else name] = (root, case.config, options, "timing")
     for name, (root, config, options, kind) in datasets.items():
         for variant, delta in (("single", None), ("windows", windows(config))):
             specs[f"{name}-{variant}"] = {"root": str(root), "kind": kind, "episodes": options.get("episodes"),
-                                          "tolerance_s": options.get("tolerance_s", 1e-4), "delta": delta}
+                                          "tolerance_s": options.get("tolerance_s", 1e-4), "delta": delta,
+                                          "frame_pairing": options.get("frame_pairing", "timestamp")}
     (out / "cases.json").write_text(json.dumps(specs, indent=2))
     return specs
 
@@ -167,9 +191,11 @@ def case_config(name: str):
     """The generator config of a case variant (`write_cases`): the truth its values are checked against."""
     from dl.testing.broken_cases import BASE
     from dl.testing.real_cases import REAL_CASES
+    from dl.testing.timing_cases import TIMING_CASES
 
-    case = name.rsplit("-", 1)[0]
-    return REAL_CASES[case].config if case in REAL_CASES else BASE
+    case = name.rsplit("-", 1)[0].split("[")[0]
+    return REAL_CASES[case].config if case in REAL_CASES else TIMING_CASES[case].config if case in TIMING_CASES \
+        else BASE
 
 
 def compare_case(spec: dict, config, ref: dict) -> dict[str, int]:
@@ -192,7 +218,8 @@ def compare_case(spec: dict, config, ref: dict) -> dict[str, int]:
                 warnings.simplefilter("ignore")
                 try:
                     built[key] = dl.make_dataset(spec["root"], episodes=episodes, delta_timestamps=spec["delta"],
-                                                 tolerance_s=spec["tolerance_s"])
+                                                 tolerance_s=spec["tolerance_s"],
+                                                 frame_pairing=spec.get("frame_pairing", "timestamp"))
                 except dl.DlError as exc:
                     built[key] = str(exc)
         return built[key]
@@ -210,6 +237,17 @@ def compare_case(spec: dict, config, ref: dict) -> dict[str, int]:
             where = {p: (chosen[int(np.searchsorted(starts, p, side="right")) - 1],
                          p - int(starts[int(np.searchsorted(starts, p, side="right")) - 1]))
                      for p in range(int(starts[-1]))}
+    failing = set()  # episodes on some row of which LeRobot raises or serves wrong values
+    if ref["error"] is None and meta_of(spec["root"]) is not None:
+        from dl.testing.real_cases import sample_problems
+        from dl.testing.timing_cases import own_frame
+
+        meta = meta_of(spec["root"])
+        chosen = spec["episodes"] or sorted(meta.episodes)
+        firsts = np.cumsum([0] + [meta.episodes[e].length for e in chosen])
+        own = own_frame if spec["kind"] == "timing" else None
+        failing = {chosen[int(np.searchsorted(firsts, p, side="right")) - 1] for p, s in ref["samples"].items()
+                   if "__error__" in s or sample_problems(config, s, spec["delta"], own)}
     positions = ref["samples"] if ref["error"] is None else (where or range(len(whole) if not isinstance(whole, str)
                                                                             else 0))
     for position in positions:
@@ -225,17 +263,36 @@ def compare_case(spec: dict, config, ref: dict) -> dict[str, int]:
             except IndexError:  # LeRobot serves more positions than dl
                 counts["MISMATCH"] += 1
                 continue
-        counts[_outcome(ours, theirs, ds, config, spec["delta"])] += 1
+        outcome = _outcome(ours, theirs, ds, config, spec["delta"], spec["kind"] == "timing")
+        if outcome == "DL_REFUSES_GOOD_DATA" and int(theirs["episode_index"]) in failing:
+            outcome = "dl_refuses_episode_lerobot_errs_in_it"
+        counts[outcome] += 1
     if ref["error"] is not None and not positions:
         counts["dl_refuses_lerobot_fails"] += 1  # neither builds: one outcome for the case
     return counts
 
 
-def _outcome(ours, theirs: dict, ds, config, delta) -> str:
-    """One position's outcome; a sample's values are checked against the generator's truth
-    (`dl.testing.real_cases.sample_problems`: frames by their drawn index codes, vectors by their values)."""
-    from dl.testing.real_cases import sample_problems
+def meta_of(root: str):
+    """The dataset's metadata, or None when dl cannot open it."""
+    import dl
+    from dl.host.assembly import open_dataset
 
+    try:
+        return open_dataset(root)
+    except dl.DlError:
+        return None
+
+
+def _outcome(ours, theirs: dict, ds, config, delta, own: bool) -> str:
+    """One position's outcome; a sample's values are checked against the generator's truth
+    (`dl.testing.real_cases.sample_problems`: frames by their drawn index codes, each row's own with `own`,
+    vectors by their values)."""
+    from functools import partial
+
+    from dl.testing.real_cases import sample_problems
+    from dl.testing.timing_cases import own_frame
+
+    sample_problems = partial(sample_problems, frame_of=own_frame if own else None)
     lerobot_failed = "__error__" in theirs
     if isinstance(ours, str):
         if lerobot_failed:
@@ -253,7 +310,7 @@ def _outcome(ours, theirs: dict, ds, config, delta) -> str:
     differing = {k for k in set(ours) | set(theirs) if k not in ours or k not in theirs or
                  _difference(ours[k], theirs[k]) != 0}
     if not differing:
-        return "same"
+        return "both_wrong_same" if own and sample_problems(config, ours, delta) else "same"
     if differing <= left_out:
         return "dl_left_out"
     if sample_problems(config, theirs, delta) and not sample_problems(config, ours, delta):
@@ -270,17 +327,22 @@ def _unbatchable(sample: dict, config) -> bool:
 
 def cases(args):
     out = Path(args.out).absolute()
+    anchors = args.anchor_python or []
     if args.reuse:  # the datasets and LeRobot's samples of an earlier run
         specs = json.loads((out / "cases.json").read_text())
     else:
-        specs = write_cases(out)
-        subprocess.run([args.anchor_python, __file__, "dump-cases", "--cases", str(out)], check=True)
+        specs = write_cases(out, args.only)
+        for i, python in enumerate(anchors):
+            subprocess.run([python, __file__, "dump-cases", "--cases", str(out), "--suffix", str(i)], check=True)
+    versions = [subprocess.run([p, "-c", "import lerobot; print(lerobot.__version__)"], capture_output=True,
+                               text=True).stdout.strip() or p for p in anchors]
     rows, unexplained = {}, 0
     for name, spec in specs.items():
-        ref = torch.load(out / f"{name}.lerobot.pt", weights_only=False)
-        rows[name] = compare_case(spec, case_config(name), ref)
-        print(f"{name}: {rows[name]}", flush=True)
-        unexplained += rows[name]["MISMATCH"] + rows[name]["DL_REFUSES_GOOD_DATA"]
+        for i, version in enumerate(versions):
+            ref = torch.load(out / f"{name}.lerobot{i}.pt", weights_only=False)
+            row = rows[f"{name} @{version}"] = compare_case(spec, case_config(name), ref)
+            print(f"{name} @{version}: { {k: v for k, v in row.items() if v} }", flush=True)
+            unexplained += row["MISMATCH"] + row["DL_REFUSES_GOOD_DATA"]
     (out / "parity.json").write_text(json.dumps(rows, indent=2))
     shown = [k for k in OUTCOMES if any(r[k] for r in rows.values())]
     width = max(map(len, rows))
@@ -289,13 +351,55 @@ def cases(args):
         print(f"{name:{width}s}  " + "  ".join(f"{row[k]:>{max(len(k), 5)}d}" for k in shown))
     for key in shown:
         print(f"{key}: {OUTCOMES[key]}")
-    print(f"{len(rows)} case variants, {unexplained} unexplained outcome(s); counts in {out / 'parity.json'}")
+    print(f"{len(rows)} case variants x anchors, {unexplained} unexplained outcome(s); counts in "
+          f"{out / 'parity.json'}")
     sys.exit(1 if unexplained else 0)
+
+
+# ------------------------------------------------------------------ LeRobot 0.6.1: depth cameras and language columns
+LEROBOT06_CASES = {
+    "lerobot_writer": "LeRobot 0.6.1's writer (RGB + depth camera, GOP 2) and annotation writer: 314 frames",
+    "annotated_v04": "dl's generator with LeRobot 0.4's subtask_index and a depth camera (GOP 2), annotated by LeRobot "
+                     "0.6.1's writer (subtask_index leaves the parquet, stays in info.json)",
+    "depth_gop4": "a depth camera with a 4-frame GOP (open GOPs: LeRobot 0.6.1's single seek misses leading B-frames)",
+}
+
+
+def lerobot06(args):
+    """Every `LEROBOT06_CASES` dataset written into --out, LeRobot 0.6.1's samples dumped with --anchor-python (its
+    venv), dl's compared (map, pool, with and without windows, through a DataLoader with 2 workers; mm and m)."""
+    from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
+
+    out, here = Path(args.out).absolute(), Path(__file__).parent / "lerobot06_cases.py"
+    anchor = [args.anchor_python[-1], str(here)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    small = dict(episodes=4, frames_per_episode=(30, 45), cameras=1, width=64, height=64, codec="h264",
+                 episodes_per_file=2, depth_camera=True)
+    failed = 0
+    for name in LEROBOT06_CASES:
+        root = out / name
+        if not root.exists():
+            if name == "lerobot_writer":
+                subprocess.run([*anchor, "write", "--root", str(root)], check=True, env=env)
+            else:
+                write_synthetic_dataset(root, SyntheticConfig(**small, gop=2 if name == "annotated_v04" else 4,
+                                                              subtasks=3 if name == "annotated_v04" else 0))
+                if name == "annotated_v04":
+                    subprocess.run([*anchor, "annotate", "--root", str(root)], check=True, env=env)
+        for unit in ("mm", "m"):
+            ref = out / f"{name}.{unit}.pt"
+            if not ref.exists():
+                subprocess.run([*anchor, "dump", "--root", str(root), "--out", str(ref), "--unit", unit], check=True,
+                               env=env)
+            print(f"== {name} ({LEROBOT06_CASES[name]}), depth in {unit}", flush=True)
+            failed += subprocess.run([sys.executable, str(here), "compare", "--root", str(root), "--ref", str(ref),
+                                      "--unit", unit]).returncode != 0
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["dump", "compare", "cases", "dump-cases"])
+    ap.add_argument("command", choices=["dump", "compare", "cases", "dump-cases", "lerobot06"])
     ap.add_argument("--root")
     ap.add_argument("--episodes")
     ap.add_argument("--delta", action="append", help="KEY=OFFSETS_S (repeatable)")
@@ -303,8 +407,12 @@ if __name__ == "__main__":
     ap.add_argument("--out")
     ap.add_argument("--ref")
     ap.add_argument("--cases", help="dump-cases: the folder `cases` wrote")
-    ap.add_argument("--anchor-python", help="cases: the python of LeRobot's anchor venv")
+    ap.add_argument("--anchor-python", action="append", help="cases: the python of a LeRobot anchor venv "
+                    "(repeatable: 0.4.4's and 0.6.1's); lerobot06: 0.6.1's (the last given)")
+    ap.add_argument("--only", choices=["all", "timing"], default="all", help="cases: every case, or the frame-time "
+                    "cases alone")
+    ap.add_argument("--suffix", default="0", help="dump-cases: the anchor's number in the file names")
     ap.add_argument("--reuse", action="store_true", help="cases: compare the datasets and LeRobot samples of an "
                     "earlier run in --out instead of writing and dumping them again")
     a = ap.parse_args()
-    {"dump": dump, "compare": compare, "cases": cases, "dump-cases": dump_cases}[a.command](a)
+    {"dump": dump, "compare": compare, "cases": cases, "dump-cases": dump_cases, "lerobot06": lerobot06}[a.command](a)

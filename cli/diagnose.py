@@ -19,12 +19,13 @@ from .options import plugin_options
 @click.option("--decoder-option", multiple=True, metavar="KEY=VALUE", help="An option of the decoder plugin.")
 @click.option("--episode", type=int, help="Episode whose videos to try [the first one with all its files].")
 @click.option("--json", "as_json", is_flag=True, help="Print the diagnosis as JSON.")
-def diagnose(root, repo_id, source, source_option, decoder, decoder_option, episode, as_json):
+@click.option("--verbose", is_flag=True, help="Also show each video file's first bytes when they are a container's.")
+def diagnose(root, repo_id, source, source_option, decoder, decoder_option, episode, as_json, verbose):
     """Decode one frame per camera of one episode, step by step: resolve the dataset through its source, find
     each video file, read its first bytes (is it a video container at all?), create the decoder, probe the
     stream, decode the episode's first frame and check its timestamp. Prints torch, torchcodec and FFmpeg
     library versions, the codec and GOP found in each file against info.json, and a verdict with the fix.
-    Exits 1 when a step fails."""
+    Exits 1 when a step fails. It checks one episode: `dl validate` checks every file."""
     from dl.cli.diagnosis import diagnose as run_diagnosis
 
     if bool(root) == bool(repo_id):
@@ -33,7 +34,8 @@ def diagnose(root, repo_id, source, source_option, decoder, decoder_option, epis
         root, source = f"hf://datasets/{repo_id}", source or "hub"
     source = source or "local"
     found = run_diagnosis(root, source, plugin_options("source", source, source_option, "--source-option"), decoder,
-                          plugin_options("decoder", decoder, decoder_option, "--decoder-option"), episode)
+                          plugin_options("decoder", decoder, decoder_option, "--decoder-option"), episode,
+                          verbose=verbose)
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2))
     else:
@@ -44,7 +46,7 @@ def diagnose(root, repo_id, source, source_option, decoder, decoder_option, epis
 
 def _render(found, console: Console) -> None:
     versions = ", ".join(f"{k} {v}" for k, v in found.versions.items() if v)
-    console.print(f"[bold]versions[/] {versions}", highlight=False, soft_wrap=True)
+    console.print(f"[bold]versions[/] {versions}", highlight=False)
     table = Table(title="decode path", header_style="bold")
     for column in ("step", "", "found"):
         table.add_column(column, overflow="fold")
@@ -52,6 +54,8 @@ def _render(found, console: Console) -> None:
         table.add_row(step.name, "[green]ok[/]" if step.ok else "[red]failed[/]", step.detail)
     console.print(table)
     colour = "green" if found.ok else "red"
-    console.print(f"[bold {colour}]verdict[/] {found.verdict}", highlight=False, soft_wrap=True)
+    console.print(f"[bold {colour}]verdict[/] {found.verdict}", highlight=False)
+    if found.not_checked:
+        console.print(f"[bold]not checked[/] {found.not_checked}", highlight=False)
     for line in found.advice:
-        console.print(f"[bold yellow]GPU[/] {line}", highlight=False, soft_wrap=True)
+        console.print(f"[bold yellow]GPU[/] {line}", highlight=False)

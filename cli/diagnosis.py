@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 
 from ..contracts.decoder import codec_matches
-from ..contracts.errors import CodecUnsupportedError, DlError
+from ..contracts.errors import CodecUnsupportedError, DlError, format_indices
 from ..host.assembly import build_decoder, open_dataset
 from ..kits.video.torchcodec_video import open_video
 
@@ -35,13 +35,15 @@ class Diagnosis:
     """The result of `diagnose`: library `versions`, `steps` in order (stopping at the first failure of a
     camera), per-camera `streams` facts, the `verdict` (a sentence with the fix when something failed), and
     `advice`: what else was found that does not break the decode path (a GPU here whose NVDEC cannot decode the
-    dataset's codec, with the `dl transcode` command that fixes it)."""
+    dataset's codec, with the `dl transcode` command that fixes it), and `not_checked`: what the walk left out (the
+    other episodes, those of them whose files are missing) and the command that checks it."""
 
     versions: dict
     steps: list[Step] = field(default_factory=list)
     streams: dict = field(default_factory=dict)
     verdict: str = ""
     advice: list[str] = field(default_factory=list)
+    not_checked: str = ""
 
     @property
     def ok(self) -> bool:
@@ -112,9 +114,12 @@ def gop_of(source, path: str) -> tuple[int | None, str]:
 
 
 def diagnose(root: str, source: str = "local", source_options: dict | None = None, decoder: str = "cpu",
-             decoder_options: dict | None = None, episode: int | None = None, tolerance_s: float = 1e-4) -> Diagnosis:
+             decoder_options: dict | None = None, episode: int | None = None, tolerance_s: float = 1e-4,
+             verbose: bool = False) -> Diagnosis:
     """Walk the decode path of `episode` (default: the first episode whose files all exist) of the dataset at
-    `root`, one frame per camera. Never raises for what it diagnoses: failures become steps with a fix."""
+    `root`, one frame per camera; `verbose`: the container step shows the file's first bytes even when they are a
+    container's (the facts always hold them). Never raises for what it diagnoses: failures become steps with a
+    fix."""
     found = Diagnosis(library_versions())
 
     def step(name: str, ok: bool, detail: str, fix: str = "") -> bool:
@@ -126,7 +131,10 @@ def diagnose(root: str, source: str = "local", source_options: dict | None = Non
     except DlError as exc:
         step("dataset", False, str(exc), "point --root (or --repo-id) at a LeRobot v3.0 dataset root")
         return _verdict(found)
-    step("dataset", True, f"{meta.source.url}: {len(meta.episodes)} episodes, cameras {', '.join(meta.video_keys)}")
+    incomplete = sorted({e for eps in meta.missing_files(list(meta.episodes.values())).values() for e in eps})
+    missing = f" ({len(incomplete)} of them with missing files)" if incomplete else ""
+    step("dataset", True, f"{meta.source.url}: {len(meta.episodes)} episodes{missing}, cameras "
+         f"{', '.join(meta.video_keys)}")
     if not meta.video_keys:
         step("cameras", False, "info.json declares no video features", "nothing to decode in this dataset")
         return _verdict(found)
@@ -142,8 +150,9 @@ def diagnose(root: str, source: str = "local", source_options: dict | None = Non
         step("decoder", False, str(exc), "use --decoder cpu")
         return _verdict(found)
     step("decoder", True, f"{decoder} created")
+    found.not_checked = _not_checked(meta, chosen.index, incomplete, root)
     for key, span in chosen.videos.items():
-        found.streams[key] = _camera(meta, dec, chosen, key, span, tolerance_s, step)
+        found.streams[key] = _camera(meta, dec, chosen, key, span, tolerance_s, step, verbose)
     if decoder != GPU_DECODER:
         found.advice += gpu_advice(meta, chosen, decoder)
     return _verdict(found)
@@ -173,7 +182,18 @@ def gpu_advice(meta, episode, decoder: str) -> list[str]:
     return list(lines.values())
 
 
-def _camera(meta, dec, episode, key: str, span, tolerance_s: float, step) -> dict:
+def _not_checked(meta, episode: int, incomplete: list[int], root: str) -> str:
+    """What a walk of `episode` leaves out: the other episodes, those with missing files, and `dl validate`."""
+    others = len(meta.episodes) - 1
+    if not others:
+        return f"every frame but episode {episode}'s first per camera: `dl validate {root}` decodes them all"
+    missing = (f", of which {len(incomplete)} with missing files (episodes {format_indices(incomplete)})"
+               if incomplete else "")
+    return (f"{others} other episode(s){missing}, and every frame but the first: `dl validate {root}` checks every "
+            "file and frame")
+
+
+def _camera(meta, dec, episode, key: str, span, tolerance_s: float, step, verbose: bool) -> dict:
     facts: dict = {"path": span.path, "episode": episode.index, "codec_info_json": meta.info_codec(key)}
     where = f"{key} ({span.path})"
     if span.path not in meta.files:
@@ -184,8 +204,8 @@ def _camera(meta, dec, episode, key: str, span, tolerance_s: float, step) -> dic
     head = meta.source.read_bytes(span.path, 0, 64)
     facts["first_bytes"] = head[:32].hex(" ")
     container = container_of(head)
-    if not step(f"{key}: container", container is not None,
-                f"{where}: {container or 'not a video container'}; first bytes {head[:32]!r}",
+    shown = f"; first bytes {head[:32]!r}" if verbose or container is None else ""
+    if not step(f"{key}: container", container is not None, f"{where}: {container or 'not a video container'}{shown}",
                 "" if container else not_a_container(head)):
         return facts
     try:

@@ -42,7 +42,8 @@ def info(root, source, source_option, decoder, tolerance_s):
     for column in ("key", "dtype", "shape", "served"):
         features.add_column(column)
     for key, feature in meta.features.items():
-        served = f"[yellow]no: {meta.left_out[key]}[/]" if key in meta.left_out else "yes"
+        served = (f"[yellow]no: {meta.left_out[key]}[/]" if key in meta.left_out else
+                  f"yes: {meta.depth[key].describe()}, float32 [1, H, W]" if key in meta.depth else "yes")
         features.add_row(key, str(feature.get("dtype")), str(feature.get("shape")), served)
     console.print(features)
     cameras = Table(title="cameras")
@@ -57,7 +58,8 @@ def info(root, source, source_option, decoder, tolerance_s):
         if stream and claimed and not codec_matches(claimed, codec):
             codec = f"[yellow]{codec} (info.json disagrees: the stream is what gets decoded)[/]"
         size = "-" if stream is None else f"{stream['width']}x{stream['height']}"
-        cameras.add_row(key, "video", str(claimed), codec, size, f"{len(present)}/{len(files)}")
+        kind = "video (depth, 12-bit codes)" if key in meta.depth else "video"
+        cameras.add_row(key, kind, str(claimed), codec, size, f"{len(present)}/{len(files)}")
     for key in meta.image_keys:
         cameras.add_row(key, "images in the data files", "-", "-", "x".join(map(str, meta.features[key]["shape"])),
                         "-")
@@ -86,8 +88,8 @@ def _timestamps(meta, episode, tolerance_s: float) -> str:
     import numpy as np
 
     from dl.contracts.errors import DlError
-    from dl.format.checks import suggest_tolerance, timestamp_gaps
     from dl.format.tabular import read_episode_arrays
+    from dl.format.timestamp_checks import drift, suggest_tolerance, timestamp_gaps
 
     try:
         ts = read_episode_arrays(meta, episode, ["timestamp"])["timestamp"].astype(np.float64).reshape(-1)
@@ -98,11 +100,15 @@ def _timestamps(meta, episode, tolerance_s: float) -> str:
     kind = ("frame_index / fps" if abs(offset) < 1e-4 and abs(spacing * meta.fps - 1) < 1e-4 else
             f"recorded: start {ts[0]:.6f} s, median spacing {spacing:.6f} s ({(spacing * meta.fps - 1) * 100:+.2f}% "
             f"from 1/fps)")
-    found = timestamp_gaps(episode, meta.fps, ts)
+    found = timestamp_gaps(meta, episode, ts)
     if found is None:
         return f"timestamps (episode {episode.index}): {kind}; no cameras to match them to"
     gap = found[0]
+    moved = drift(meta, episode, found[2], ts)
     verdict = (f"served with --tolerance-s {tolerance_s}" if gap < tolerance_s else
-               f"[needs --tolerance-s {suggest_tolerance(gap)}; refused with {tolerance_s}]")
+               f"[needs --tolerance-s {suggest_tolerance(gap)}; refused with {tolerance_s}]"
+               if suggest_tolerance(gap) < 0.5 / meta.fps or moved is None else
+               f"[refused; one frame per row, drifting {moved['drift_s']:+.6f} s by the episode's end: "
+               "--frame-pairing row serves each row its own frame]")
     return (f"timestamps (episode {episode.index}): {kind}; largest gap to a camera frame {gap:.6f} s: {verdict} "
             "(`dl validate` checks every episode)")

@@ -1,62 +1,10 @@
-"""`dl`: the command group and its error handling. Every failure prints one line in click's style
-(`Error: ...`) and exits non-zero, without a traceback: dl's own errors and bad options exit 2, Ctrl-C
-130, SIGTERM 143 (run processes and their DataLoader workers are stopped first)."""
+"""`dl`'s entry point and its error handling. Every failure prints one line in click's style (`Error: ...`) and
+exits non-zero, without a traceback: dl's own errors and bad options exit 2, Ctrl-C 130, SIGTERM 143 (run processes
+and their DataLoader workers are stopped first). Ctrl-C and SIGTERM are handled from before the command group and its
+commands are imported (`dl.cli.commands`, seconds on a busy machine), so an interrupt during that start-up is clean
+too."""
 
 import sys
-
-import click
-
-from dl import __version__
-
-from .diagnose import diagnose
-from .info import info
-from .plugins import plugins
-from .report import report
-from .run import run
-from .status import cancel, status
-from .synthetic_dataset import synthetic_dataset
-from .transcode import transcode
-from .validate import validate
-
-
-class DlGroup(click.Group):
-    """Turns dl's own errors into click errors, so they print as `Error: message` and exit 2."""
-
-    def invoke(self, ctx):
-        from dl.contracts.errors import DlError
-
-        try:
-            return super().invoke(ctx)
-        except DlError as exc:
-            error = click.ClickException(str(exc))
-            error.exit_code = 2
-            raise error from None
-
-
-@click.group(cls=DlGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, prog_name="dl")
-def cli():
-    """dl: dataloading toolkit and benchmark for LeRobot v3.0 datasets.
-
-    `dl run` benchmarks a loader on a dataset (with no --root: on an embedded synthetic dataset dl
-    generates once); `dl status` / `dl cancel` follow or stop runs a cluster scheduler queued; `dl report`
-    compares results of any runs. `dl plugins` lists the sources, loaders, decoders and schedulers installed.
-    `dl info` summarizes a dataset, `dl validate` checks every file of it, `dl diagnose` walks the decode path
-    of one frame per camera and says what breaks it. `dl transcode` re-encodes a dataset's videos (codec, GOP) into
-    a new dataset, e.g. H.264 for a GPU whose NVDEC has no AV1.
-    """
-
-
-cli.add_command(run)
-cli.add_command(plugins)
-cli.add_command(info)
-cli.add_command(validate)
-cli.add_command(diagnose)
-cli.add_command(synthetic_dataset)
-cli.add_command(status)
-cli.add_command(cancel)
-cli.add_command(report)
-cli.add_command(transcode)
 
 
 def main():
@@ -65,15 +13,34 @@ def main():
 
     stop_once_on_signals()
     try:
+        _run()
+    except KeyboardInterrupt:
+        print("Error: interrupted (Ctrl-C); runs in progress were stopped.", file=sys.stderr)
+        sys.exit(130)
+    except Terminated:
+        print("Error: terminated (SIGTERM); runs in progress were stopped.", file=sys.stderr)
+        sys.exit(143)
+
+
+def _run() -> None:
+    import click
+
+    from .commands import cli
+
+    try:
         cli.main(prog_name="dl", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("Error: interrupted (Ctrl-C); runs in progress were stopped.", err=True)
-        sys.exit(130)
-    except Terminated:
-        click.echo("Error: terminated (SIGTERM); runs in progress were stopped.", err=True)
-        sys.exit(143)
+    except click.exceptions.Abort:  # click's word for a Ctrl-C at a prompt
+        raise KeyboardInterrupt from None
+
+
+def __getattr__(name: str):
+    if name == "cli":  # the command group, imported on first use (`from dl.cli.main import cli`)
+        from .commands import cli
+
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,13 +4,15 @@ import json
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
+from rich.padding import Padding
+from rich.text import Text
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plugins(as_json):
-    """List registered plugins: kind, name, providing distribution and version, options (with their
+    """List registered plugins: kind, name, providing distribution and version, description, options (with their
     defaults; set them with --source-option / --loader-option / --decoder-option / --scheduler-option
     KEY=VALUE), description.
 
@@ -30,14 +32,13 @@ def plugins(as_json):
             "errors": loaded.errors,
         }, indent=2))
         return
-    table = Table(title="dl plugins")
-    for column in ("kind", "name", "distribution", "version"):
-        table.add_column(column)
-    for column in ("options", "description"):  # wrapped, never cut short: a narrow terminal still shows all
-        table.add_column(column, overflow="fold")
-    for e in entries:
-        table.add_row(e.kind, e.name, e.distribution, e.version, e.options.describe(), e.description)
     console = Console()
-    console.print(table)
+    console.print("[bold]dl plugins[/]: set an option with --source-option / --loader-option / --decoder-option / "
+                  "--scheduler-option KEY=VALUE", highlight=False)
+    for e in entries:  # a block per plugin, wrapped at spaces: no option's value is cut, however narrow the output
+        console.print()
+        console.print(f"[bold]{e.kind} {e.name}[/] ({e.distribution} {e.version}): {escape(e.description)}",
+                      highlight=False)
+        console.print(Padding(Text(f"options: {e.options.describe()}"), (0, 0, 0, 2), expand=False), highlight=False)
     for error in loaded.errors:
-        console.print(f"[red]failed to load:[/] {error}", highlight=False)
+        console.print(f"[red]failed to load:[/] {escape(error)}", highlight=False)

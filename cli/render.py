@@ -4,28 +4,20 @@ metric and a column per run, in words a newcomer can read; every field is explai
 from rich.console import Console
 from rich.table import Table
 
-ROWS = (
-    ("samples_per_s", "samples/s (spread)"),
-    ("decoded_frames_per_s", "video frames/s"),
-    ("decoded_frames_pct_of_random_ceiling", "% of max decode rate, random frames"),
-    ("decoded_frames_pct_of_sequential_ceiling", "% of max decode rate, frames in order"),
-    ("single_proc_samples_per_s", "samples/s with 0 workers (spread)"),
-    ("fetch_pct", "  time reading rows, converting %"),
-    ("decode_pct", "  time decoding video %"),
-    ("shuffle_randomness_frac", "episodes per batch (ideal)"),
-    ("init_s", "dataset built in, s"),
-    ("first_batch_latency_s", "first batch after, s"),
-    ("p50_sample_latency_ms", "ms per sample, median"),
-    ("p95_sample_latency_ms", "ms per sample, 95th pct"),
-    ("p99_sample_latency_ms", "ms per sample, 99th pct"),
-    ("peak_rss_gb", "peak memory GB (all procs)"),
-    ("pss_gb_at_window_end", "memory GB, shared once"),
-    ("video_decoder_cache", "video decoders reused/opened"),
-    ("window_samples", "samples measured"),
-    ("resume_first_batch_s", "first batch after resume, s"),
-    ("total_time_s", "run time s"),
+from .labels import (
+    GROUPS,
+    IN_ORDER_NOTE,
+    ROWS,
+    SPREAD_NOTE,
+    UNSTEADY_PCT,
+    stat_cell,
+    stat_label,
+    stat_order,
+    unsteady_notes,
 )
-"""(result field, row label); the first line of each label is what docs/benchmark.md explains."""
+
+MIN_LABEL_WIDTH = 16
+"""The narrowest the labels' column gets (its labels wrap at spaces) when many runs share the width."""
 SPREADS = {"samples_per_s": "samples_per_s_spread_pct", "single_proc_samples_per_s": "single_proc_spread_pct"}
 """The rates shown with the spread of their blocks (`dl.bench.steady.spread_pct`)."""
 
@@ -33,22 +25,76 @@ SPREADS = {"samples_per_s": "samples_per_s_spread_pct", "single_proc_samples_per
 def _cell(result: dict, key: str) -> str:
     value = result.get(key)
     ceiling = result.get("decode_ceiling") or {}
+    batch = (result.get("config") or {}).get("batch_size")
     if key.startswith("decoded_frames_pct_of_") and value is not None:
         kind = key.removeprefix("decoded_frames_pct_of_").removesuffix("_ceiling")
-        text = f"{value}% of {ceiling.get(f'{kind}_frames_per_s')}"
+        rate = ceiling.get(f"{kind}_frames_per_s")
+        text = f"{value}% of {rate:,.0f} frames/s" if isinstance(rate, int | float) else f"{value}%"
         spread = ceiling.get(f"{kind}_spread_pct")
         if kind in result.get("decode_ceiling_exceeded", ()):
             return f"{text}: limit measured low"
         if value > 100:
-            return f"{text} (decodes in order)"
-        return f"{text} ({spread}%)" if spread is not None else text
+            return f"{text}, in order"
+        return f"{text} ({spread:g}%)" if spread is not None else text
     if key in SPREADS and value is not None and result.get(SPREADS[key]) is not None:
-        return f"{value} ({result[SPREADS[key]]}%)"
+        spread = result[SPREADS[key]]
+        return f"{value} ({spread:g}%)" + (" unsteady" if spread > UNSTEADY_PCT else "")
     if key == "video_decoder_cache" and isinstance(value, dict):
         return f"{value['hits']}/{value['misses']}"
-    if key == "shuffle_randomness_frac" and value is not None and result.get("shuffle_randomness_ideal"):
-        return f"{value:.3f} ({result['shuffle_randomness_ideal']:.3f})"
+    if key == "shuffle_randomness_frac" and value is not None and batch:
+        ideal = result.get("shuffle_randomness_ideal")
+        return f"{value * batch:.1f} of {batch}" + (f" ({ideal * batch:.1f})" if ideal is not None else "")
     return "-" if value is None else str(value)
+
+
+def _in_order(result: dict) -> bool:
+    """Whether the run decoded faster than the random-frame ceiling because its loader decodes in order."""
+    share = result.get("decoded_frames_pct_of_random_ceiling")
+    return share is not None and share > 100 and "random" not in result.get("decode_ceiling_exceeded", ())
+
+
+def _group_rows(ok: list[dict]) -> list[tuple[str, list[str]] | None]:
+    """The loader's and the source's own figures, each group under a heading row (None: a line above it), in
+    words and units."""
+    rows: list[tuple[str, list[str]] | None] = []
+    for group, heading in GROUPS:
+        keys = sorted({k for r in ok for k in r.get(group) or {}}, key=stat_order)
+        if group == "resume_loader_stats":  # settings ("same") were shown in the window's group
+            keys = [k for k in keys if any((r.get("loader_stats_merge") or {}).get(k) != "same"
+                                           for r in ok if k in (r.get(group) or {}))]
+        if not keys:
+            continue
+        config = (ok[0].get("config") or {})
+        rows += [None, (f"[bold]{heading.format(loader=config.get('loader'), source=config.get('source'))}[/]",
+                        ["" for _ in ok])]
+        rows += [(f"  {stat_label(key)}", [stat_cell(key, (r.get(group) or {}).get(key),
+                                                     (r.get("config") or {}).get("batch_size")) for r in ok])
+                 for key in keys]
+    return rows
+
+
+def _results_table(ok: list[dict], columns: list[str], width: int) -> Table:
+    """The table of the successful runs, one column per run (headed `columns`), for a console `width` wide: the
+    labels' column as wide as its longest headline label where the runs' columns keep room for their longest word,
+    so those labels stay on one line and the figures wrap at their spaces, never inside a number."""
+    rows = [(label, [_cell(r, key) for r in ok]) for key, label in ROWS
+            if any(r.get(key) is not None for r in ok)]  # rows no run reports (resume, for map) are left out
+    longest = max(len(label) for label, _ in rows)  # a plugin's own figures' labels may wrap
+    rows += _group_rows(ok)
+    filled = [row for row in rows if row is not None]
+    words = [max([len(w) for _, cells in filled for w in cells[i].split()] + [len(columns[i])])
+             for i in range(len(ok))]
+    room = width - 1 - 3 * (len(ok) + 1) - sum(words)  # less each column's border and padding
+    table = Table(title="dl run results", header_style="bold")
+    table.add_column("metric", width=max(min(longest, room), MIN_LABEL_WIDTH))
+    for column in columns:
+        table.add_column(column, justify="right", overflow="fold")
+    for row in rows:
+        if row is None:
+            table.add_section()
+        else:
+            table.add_row(row[0], *row[1])
+    return table
 
 
 def describe_run(result: dict) -> str:
@@ -79,18 +125,19 @@ def codec_fixes(calibration: dict) -> list[str]:
 
 
 def describe_dataset(result: dict, default_dataset: bool) -> str:
-    """The dataset a result measured: its root (or "dl's generated default dataset: ..."), episodes, frames,
-    fps, cameras."""
+    """The dataset a result measured: where it is (a local folder as its path), episodes, frames, fps, cameras;
+    dl's default dataset is named as such, with its frame size and codec."""
     data = result.get("dataset") or {}
     cameras = data.get("cameras") or []
+    root = str(data.get("root"))
+    where = root.removeprefix("file://") if root.startswith("file:///") else root
     what = f"{data.get('episodes')} episodes, {data.get('frames')} frames at {data.get('fps')} fps, " + (
         f"{len(cameras)} camera(s) ({', '.join(cameras)})" if cameras else "no cameras")
     if default_dataset:
         from dl.bench.default_dataset import DEFAULT_CONFIG as c
 
-        return (f"dl's generated default dataset ({c.episodes} episodes, {c.cameras} cameras, {c.width}x{c.height} "
-                f"{c.codec.upper()}) at {data.get('root')}: {what}")
-    return f"{data.get('root')}: {what}"
+        return f"dl's default synthetic dataset ({c.width}x{c.height} {c.codec.upper()} video) in {where}: {what}"
+    return f"{where}: {what}"
 
 
 def render_results(results: list[dict], console: Console, default_dataset: bool = False) -> None:
@@ -98,32 +145,27 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
     its name when it is the only one, else #1, #2... named above), then failed runs with their cause."""
     ok = [r for r in results if r.get("status") == "ok"]
     if ok:
-        console.print(f"[bold]dataset[/] {describe_dataset(ok[0], default_dataset)}", highlight=False,
-                      soft_wrap=True)
+        console.print(f"[bold]dataset:[/] {describe_dataset(ok[0], default_dataset)}", highlight=False)
         labels = [r["name"] for r in ok] if len(ok) == 1 else [f"#{i}" for i in range(1, len(ok) + 1)]
         for label, result in zip(labels, ok, strict=True):
             head = f"[bold]{result['name']}[/]" if len(ok) == 1 else f"[bold]{label}[/] {result['name']}"
-            console.print(f"{head}: {describe_run(result)}", highlight=False, soft_wrap=True)
+            console.print(f"{head}: {describe_run(result)}", highlight=False)
         for line in dict.fromkeys(describe_calibration(r) for r in ok if r.get("decoder_calibration")):
             console.print(line, highlight=False, soft_wrap=True)
         for line in dict.fromkeys(f for r in ok if r.get("decoder_calibration") for f in
                                   codec_fixes(r["decoder_calibration"])):
             console.print(line, highlight=False, soft_wrap=True, markup=False)
-        table = Table(title="dl run results", header_style="bold", caption="fields: docs/benchmark.md")
-        table.add_column("metric", no_wrap=True)
-        for label in labels:
-            table.add_column(label, justify="right", overflow="fold")
-        for key, label in ROWS:
-            if any(r.get(key) is not None for r in ok):  # rows no run reports (resume, for map) are left out
-                table.add_row(label, *(_cell(r, key) for r in ok))
-        for group, prefix in (("loader_stats", ""), ("resume_loader_stats", "resume: "), ("source_stats", "source: ")):
-            for key in sorted({k for r in ok for k in r.get(group, {})}):
-                table.add_row(f"{prefix}{key}", *(str(r.get(group, {}).get(key, "-")) for r in ok))
-        console.print(table)
+        console.print(_results_table(ok, labels, console.width))
+        notes = [SPREAD_NOTE.format(limit=UNSTEADY_PCT)] if any(r.get(s) is not None for r in ok
+                                                                for s in SPREADS.values()) else []
         for label, result in zip(labels, ok, strict=True):
+            notes += unsteady_notes(label, result)
+            if _in_order(result):
+                notes.append(IN_ORDER_NOTE.format(run=label, loader=(result.get("config") or {}).get("loader")))
             if result.get("decode_ceiling_warning"):
-                console.print(f"[bold yellow]{label}[/]: {result['decode_ceiling_warning']}", highlight=False,
-                              soft_wrap=True)
+                notes.append(f"{label}: {result['decode_ceiling_warning']}")
+        for line in notes:  # wrapped at words to the console's width
+            console.print(line, highlight=False, markup=False)
     for result in results:
         if result.get("status") != "ok":
             console.print(f"[bold red]{result.get('name')} failed:[/] {result.get('error')}", highlight=False,

@@ -52,11 +52,17 @@ _DEFAULTS = RunSpec()
                    "(16-step action chunk at 1/fps). Comma-separate or repeat to run several [single].")
 @click.option("--delta-timestamps", "deltas", multiple=True, metavar="KEY=OFFSETS",
               help="Extra window in seconds on any key, e.g. observation.state=-0.1,0 (repeatable).")
+@click.option("--features", metavar="KEYS", help="The features a sample carries, comma-separated keys or globs, e.g. "
+              "observation.images.top,observation.state,action: other cameras are never decoded, other columns never "
+              "read [all].")
 @click.option("--image-dtype", type=click.Choice(["float32", "uint8"]), help="Camera frames as float32 in [0, 1] "
               "or raw uint8 [float32].")
 @click.option("--tolerance-s", type=click.FloatRange(0, min_open=True), help="Serve a camera frame when its timestamp "
               f"is less than this many seconds from the row's, as LeRobot's tolerance_s [{_DEFAULTS.tolerance_s}]; "
               "raise it for recorded (wall-clock) timestamps: `dl validate` says which value serves them.")
+@click.option("--frame-pairing", type=click.Choice(["timestamp", "row"]), help="Which camera frame a row gets: the "
+              "one nearest its timestamp (LeRobot's) or, with row, frame i of its episode for row i (recorded "
+              "timestamps that drift from a video of one frame per row; windows count frames) [timestamp].")
 @click.option("--strict", is_flag=True, default=None, help="Refuse NaN or inf in float features instead of warning "
               "(LeRobot serves them as stored).")
 @click.option("--batch-size", type=click.IntRange(1), help=f"[{_DEFAULTS.batch_size}]")
@@ -129,8 +135,9 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
     Every combination of --mode and --num-workers is one run, each in a fresh process. Results print as
-    a table and are written to OUT_DIR as one JSON per run (NAME.json, replaced when a run of the same
-    name runs again) and results.csv (one row per JSON in OUT_DIR). What each field means:
+    a table and are written to OUT_DIR as one JSON per run and results.csv (one row per JSON in OUT_DIR). A run
+    writes NAME.json: a rerun (same dataset and settings) replaces it, saying so; a run of the same name on
+    another dataset or with other settings keeps it and writes NAME-2.json (-3...). What each field means:
     docs/benchmark.md.
     """
     scenarios = split_csv(scenario) or [None]
@@ -145,6 +152,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
     from dl.bench.loopback import needs_loopback, serve_on_loopback
     from dl.bench.mixture_run import prepare_mixture
+    from dl.bench.results import keep_earlier_results
     from dl.bench.session import check_dataset, check_plugins, finish, resolve_decoder, submit_specs, write_snapshot
     from dl.host.manager import get_plugins
 
@@ -191,6 +199,8 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
                 base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
             specs += [_with_budget(dataclasses.replace(base, mode=m, num_workers=w, name=""), b)
                       for m, w, b in itertools.product(mode_list, worker_list, budget_list)]
+        for line in keep_earlier_results(specs, out_dir):  # a result of another run is never replaced unseen
+            console.print(line, highlight=False, markup=False)
         submission = submit_specs(scheduler, specs, out_dir)
         if scheduler.queues and not wait:
             render_statuses(submission, scheduler.status(submission), console)
@@ -205,7 +215,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     render_results(results, console, default_dataset=default_dataset)
     written = sum(Path(out_dir, f"{r['name']}.json").is_file() for r in results)
     console.print(f"results: {written} JSON file(s) written to {out_dir}/; {out_dir / 'results.csv'} lists all "
-                  f"{in_folder} result(s) in that folder.", highlight=False, soft_wrap=True)
+                  f"{in_folder} result(s) in that folder.", highlight=False)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
 
@@ -259,6 +269,8 @@ def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, 
     fields["source_options"].update(_remote_options(fields, *remote))
     if episodes is not None:
         fields["episodes"] = parse_episodes(episodes)
+    if fields.get("features"):
+        fields["features"] = split_csv([fields["features"]])
     return RunSpec(**fields)
 
 

@@ -3,9 +3,10 @@
 import dataclasses
 
 import click
+from rich.console import Console
 from rich.progress import Progress
 
-from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
+from dl.testing.synthetic_spec import SyntheticConfig
 
 _D = SyntheticConfig()
 
@@ -37,7 +38,10 @@ def synthetic_dataset(path, episodes, frames, fps, cameras, size, codec, gop, ep
             row_group_size=row_group_size, seed=seed)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    with Progress(transient=True) as bar:
+    console = Console(stderr=True)  # a bar on a terminal, nothing (not even an empty line) in a pipe or a file
+    from dl.testing.synthetic import write_synthetic_dataset
+
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("encoding episodes", total=episodes)
         root = write_synthetic_dataset(path, config, progress=lambda done, total: bar.update(task, completed=done))
     click.echo(f"wrote {episodes} episodes to {root}")

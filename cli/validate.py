@@ -18,11 +18,13 @@ from .options import parse_episodes, plugin_options
 @click.option("--tolerance-s", type=click.FloatRange(0, min_open=True), default=1e-4, show_default=True,
               help="Check the timestamps against this tolerance, as `dl run --tolerance-s` serves them (LeRobot's "
                    "tolerance_s); the report gives the value that serves every episode.")
+@click.option("--frame-pairing", type=click.Choice(["timestamp", "row"]), default="timestamp", show_default=True,
+              help="Check the rows' frames as `dl run --frame-pairing` pairs them.")
 @click.option("--strict", is_flag=True, help="Count NaN or inf in float features as errors (as `dl run --strict` "
               "refuses them), not warnings.")
 @click.option("--quick", is_flag=True, help="Decode each episode's first and last video frame and image only, "
               "instead of every one: faster, but a corrupt payload between them goes unseen.")
-def validate(root, source, source_option, decoder, episodes, tolerance_s, strict, quick):
+def validate(root, source, source_option, decoder, episodes, tolerance_s, frame_pairing, strict, quick):
     """Check the LeRobot v3.0 dataset at ROOT file by file, with every check `dl run` makes as it reads: metadata
     (info.json's fps, features and totals, each episode's index range and video spans), every data parquet
     (readable, each episode's rows found by global index, column types and shapes against info.json, frame_index,
@@ -50,7 +52,8 @@ def validate(root, source, source_option, decoder, episodes, tolerance_s, strict
     console = Console(stderr=True)
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("checking files", total=None)
-        result = check(meta, build_decoder(decoder), selection, tolerance_s=tolerance_s, strict=strict,
+        result = check(meta, build_decoder(decoder), selection, tolerance_s=tolerance_s,
+                       frame_pairing=frame_pairing, strict=strict,
                        decode="ends" if quick else "all",
                        progress=lambda done, total: bar.update(task, completed=done, total=total))
     lines = [f"warning: {w.message}" for w in loading] + [

@@ -30,7 +30,7 @@ class CpuDecoder(TorchcodecDecoder):
             keep it >= the number of video files a worker touches in a short window. None: 64, raised by the host
             to what the loader reads in turn (`dl.host.reconcile`); a number you give is kept as given.
         cache_bytes: the most memory the open decoders of one process may hold (each is estimated at
-            (num_threads + 3) decoded YUV 4:2:0 frames, ~1.8 MB at 640x480 with 1 thread, as measured).
+            (num_threads + 3) decoded YUV 4:2:0 frames: `dl.kits.video.torchcodec_video.decoder_bytes`).
         num_threads: FFmpeg threads per decoder (1: parallelism comes from DataLoader workers).
         seek_mode: torchcodec's "approximate" (LeRobot's choice: frame positions from the container header,
             no scan on open), "exact" (scans the file once on open) or "auto": approximate where the header is
@@ -39,8 +39,7 @@ class CpuDecoder(TorchcodecDecoder):
         camera_threads: decode the files of one `decode` call (a sample's cameras) in this many threads
             (torchcodec releases the GIL), or "auto": as many as this process has cores to itself
             (`dl.dataloader.world.process_cores`: cores / DataLoader workers / local ranks), so threads only run where
-            cores would otherwise idle (measured: 2 cameras in 2 threads decode 1.4-1.8x faster on 2 idle
-            cores, and no faster with 2 DataLoader workers on 2 cores).
+            cores would otherwise idle.
         resize: [height, width] in pixels every frame is scaled to while it is decoded (torchcodec's `Resize`
             transform: bilinear with antialiasing, in FFmpeg), or None: the stream's own size. For mixtures of
             datasets whose cameras differ in size (`dl.make_mixture`).
@@ -80,11 +79,11 @@ class CpuDecoder(TorchcodecDecoder):
     def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
         """The requests' files decoded in `camera_threads` threads (one file's requests stay in one thread:
         a decoder is not shared between threads); decoders are opened in the calling thread."""
-        decoders = {r.path: self._decoder(source, r.path) for r in requests}
+        decoders = {r.path: self._opened(source, r) for r in requests}
         threads = min(len(decoders), self._process_cores() if self.camera_threads == "auto" else self.camera_threads)
 
         def one(r: FrameRequest) -> DecodedFrames:
-            return self._frames(decoders[r.path], source, r.path, list(r.timestamps), r.run)
+            return self._request(decoders[r.path], source, r)
 
         if threads <= 1:
             return [one(r) for r in requests]

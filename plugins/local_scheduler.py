@@ -63,8 +63,11 @@ class LocalScheduler(Scheduler):
             return self._wait(run, env)
 
     def _wait(self, run: Run, env: dict) -> tuple[int, str | None]:
-        procs = [subprocess.Popen(run.command(rank), env={**env, **({"RANK": str(rank), "LOCAL_RANK": str(rank)}
-                                                                    if run.world_size > 1 else {})})
+        # each run process in a session of its own: the terminal's Ctrl-C reaches this process alone, which stops the
+        # runs (`_stop`), so none is interrupted half-started (in `import torch`) and prints a traceback
+        procs = [subprocess.Popen(run.command(rank), start_new_session=True,
+                                  env={**env, **({"RANK": str(rank), "LOCAL_RANK": str(rank)} if run.world_size > 1
+                                                 else {})})
                  for rank in range(run.world_size)]
         deadline = time.monotonic() + self.timeout_s
         codes, detail = [], None
@@ -93,8 +96,9 @@ def _signal_name(number: int) -> str:
 
 
 def _stop(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
-    """Stop the run processes and everything they started: SIGTERM each one still alive (one already unwinding
-    from a terminal's Ctrl-C ignores it, see `dl.bench.signals`; each stops its DataLoader workers on the way out),
+    """Stop the run processes and everything they started: SIGTERM each one still alive (a run process is in a
+    session of its own, so this is how a Ctrl-C reaches it; each stops its DataLoader workers on the way out, one
+    still importing ends at once, see `dl.bench.signals`),
     SIGKILL those that have not exited after `grace_s` seconds, then SIGKILL any descendant still alive (a
     worker orphaned by that would otherwise keep running and hold the terminal's output open)."""
     descendants = []

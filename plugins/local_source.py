@@ -20,10 +20,10 @@ def local_source(root: str) -> Source:
 
     path = os.path.abspath(os.path.expanduser(root))
     if os.path.exists(path) and not os.path.isdir(path):
-        raise DlError(f"--root {root} is a file, not a dataset folder. Give the folder that holds meta/, data/ and "
+        raise DlError(f"{root} is a file, not a dataset folder. Give the folder that holds meta/, data/ and "
                       "videos/ (e.g. the parent of meta/info.json).")
     if not os.path.isdir(path):
-        raise DlError(f"--root {root}: no such folder. Give the folder that holds meta/, data/ and videos/.")
+        raise DlError(f"dataset {root}: no such folder. Give the folder that holds meta/, data/ and videos/.")
     return Source(fsspec.filesystem("file"), path, "local")
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian 12 / Python 3.11 machine (idempotent: re-running is cheap).
-#   scripts/setup.sh          what `dl run` needs: FFmpeg from apt when missing, a venv in .venv, the CPU builds
-#                             of torch/torchcodec pinned for this machine kind (newer torchcodec wheels need CUDA
-#                             libraries), then dl itself (editable).
+#   scripts/setup.sh          what every command the README shows needs: FFmpeg from apt when missing, a venv in
+#                             .venv, the CPU builds of torch/torchcodec pinned for this machine kind (newer torchcodec
+#                             wheels need CUDA libraries), then dl itself (editable) with its extras `plot`
+#                             (`dl report --plot`) and `testing` (the loopback S3 server of `--scenario stream_bucket`).
 #   scripts/setup.sh --tests  also what the tests need: SLURM + munge from apt (the tests start a real two-node
 #                             SLURM cluster on localhost; DL_NO_SLURM=1 skips it, and those tests then skip saying
 #                             why) and dl's test extras.
@@ -63,8 +64,9 @@ step 4 "${DL_TORCH:-torch==2.13.0} and ${DL_TORCHCODEC:-torchcodec==0.13.0} (CPU
 pip install "${DL_TORCH:-torch==2.13.0}" "${DL_TORCHCODEC:-torchcodec==0.13.0}"
 done_step
 
-step 5 "dl (editable)${TESTS:+ with its test extras}"
-pip install -e ".${TESTS:+[test]}"
+EXTRAS=plot,testing; [ -z "$TESTS" ] || EXTRAS=test
+step 5 "dl (editable) with its extras [$EXTRAS]"
+pip install -e ".[$EXTRAS]"
 .venv/bin/python -c "import dl, torchcodec.decoders; print('setup       dl', dl.__version__, 'ready in .venv')"
 done_step
 echo "setup: finished in $((SECONDS - START))s"

@@ -5,6 +5,7 @@ import os
 import shutil
 from pathlib import Path
 
+import hypothesis_profiles  # noqa: F401 - loads the hypothesis profile before any test module imports hypothesis
 import pytest
 from slurm_cluster import LocalSlurmCluster, missing_binaries
 

@@ -1,7 +1,6 @@
 """Shared constants and helpers of the plugin-host tests (test_plugins.py, test_example_plugin.py)."""
 
 import os
-import re
 import subprocess
 import sys
 from importlib.metadata import EntryPoint, distributions
@@ -23,12 +22,6 @@ def run_dl(*args: str, env: dict | None = None, timeout: float = 120) -> subproc
     full_env.update({"COLUMNS": "200", "NO_COLOR": "1", **(env or {})})
     return subprocess.run([sys.executable, "-c", "from dl.cli.main import main; main()", *args],
                           capture_output=True, text=True, env=full_env, timeout=timeout)
-
-
-def table_rows(output: str) -> list[list[str]]:
-    """The cells of each row of a rich table printed to a pipe."""
-    return [[c.strip() for c in re.split(r"[│┃|]", line)[1:-1]] for line in output.splitlines()
-            if len(re.findall(r"[│┃|]", line)) >= 2]
 
 
 def fake_distribution(site: Path, dist: str, dist_version: str, eps: dict[str, str]) -> list[EntryPoint]:

@@ -317,6 +317,7 @@ def test_run_without_root_with_empty_default_folder(tmp_path):
     assert (default / "meta/info.json").is_file()
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_dl_run_refuses_more_workers_than_the_machine_runs_before_running(small_dataset, tmp_path, monkeypatch):
     monkeypatch.delenv("DL_MAX_WORKERS", raising=False)
     proc = dl_subprocess("run", "--root", small_dataset, "--num-workers", "2,999", "--out-dir", tmp_path / "out",
@@ -327,6 +328,7 @@ def test_dl_run_refuses_more_workers_than_the_machine_runs_before_running(small_
     assert not (tmp_path / "out").exists(), "nothing may run or be written"
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 @pytest.mark.parametrize("loader", ["map", "pool"])
 def test_the_window_starts_at_the_same_epoch_however_long_the_timed_pass_ran(dataset_factory, loader):
     """The single-process pass is timed, so how many epochs it rolls over varies; ranks deal each epoch's episodes

@@ -49,6 +49,15 @@ def test_info_on_non_dataset(tmp_path):
     assert result.exit_code == 2 and "meta/info.json" in result.output
 
 
+def test_info_and_validate_name_no_option_they_do_not_take(tmp_path):
+    """Their dataset is an argument: an error names the dataset, not `--root`."""
+    for command in ("info", "validate"):
+        for given, says in ((tmp_path / "nope", "no such folder"), (tmp_path, "has no meta/info.json")):
+            result = invoke(command, given)
+            assert result.exit_code == 2 and says in result.output and str(given) in result.output
+            assert "--root" not in result.output, result.output
+
+
 def test_info_open50(open50):
     result = invoke("info", open50)
     assert result.exit_code == 0, result.output
@@ -77,7 +86,7 @@ def test_synthetic_dataset_then_info(tmp_path):
     result = invoke("synthetic-dataset", target, "--episodes", "2", "--frames", "10", "--cameras", "1", "--codec",
                     "h264")
     assert result.exit_code == 0, result.output
-    assert "wrote 2 episodes" in result.output
+    assert result.output == f"wrote 2 episodes to {target}\n"  # no empty line before it
     info = json.loads((target / "meta/info.json").read_text())
     assert info["total_episodes"] == 2 and info["total_frames"] == 20
     assert [k for k, f in info["features"].items() if f["dtype"] == "video"] == [camera_key(0)]

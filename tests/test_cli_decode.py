@@ -66,6 +66,7 @@ def test_decoder_auto_times_the_decoders_and_records_the_choice(small_dataset, t
     assert "--decoder auto chose cpu by random frames/s per process" in done.stdout
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_decoder_auto_refuses_decoder_options_and_bad_budgets_are_refused(small_dataset, tmp_path):
     done = dl_run("--root", str(small_dataset), "--decoder", "auto", "--decoder-option", "cache_size=2", cwd=tmp_path)
     assert done.returncode == 2 and "give --decoder NAME to set decoder options (cache_size)" in done.stderr

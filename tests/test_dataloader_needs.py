@@ -41,6 +41,7 @@ def test_a_source_that_needs_forkserver_takes_spawn_where_a_decoder_needs_it():
                      "loader x": DataLoaderNeeds(multiprocessing_context="fork")})
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_a_decoder_that_needs_spawn_gets_spawned_workers(small_dataset):
     dataset = dl.make_dataset(str(small_dataset), image_dtype="uint8")
     dataset.decoder = SpawnOnlyDecoder()

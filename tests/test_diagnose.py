@@ -94,3 +94,17 @@ def test_a_torchcodec_without_the_keyframe_index_says_why_the_gop_is_unknown(sma
     stream = next(s for s in found.steps if s.name == "observation.images.cam0: stream")
     assert (f"GOP unknown (torchcodec {torchcodec.__version__} has no VideoDecoder._get_key_frame_indices to read "
             "it)") in stream.detail
+
+
+def test_it_says_what_it_did_not_check_and_shows_first_bytes_only_when_asked(small_dataset, writable_copy):
+    root = writable_copy(small_dataset)  # 3 episodes per file: the second file holds episodes 3-5
+    (root / f"videos/{camera_key(1)}/chunk-000/file-001.mp4").unlink()
+    result = invoke("diagnose", "--root", root)
+    assert result.exit_code == 0, result.output  # episode 0 decodes
+    words = " ".join(result.output.split())
+    assert "6 episodes (3 of them with missing files)" in words
+    assert "not checked 5 other episode(s), of which 3 with missing files (episodes 3-5)" in words
+    assert f"`dl validate {root}` checks every file and frame" in words
+    assert "first bytes" not in words
+    verbose = " ".join(invoke("diagnose", "--root", root, "--verbose").output.split())
+    assert "first bytes b'" in verbose

@@ -35,3 +35,14 @@ def test_every_builtin_is_in_the_table_with_its_options(entry):
         assert f"`{option}`" in documented, f"{entry.kind} {entry.name}: option {option} is not documented"
     if not entry.options.options:
         assert documented == "none"
+
+
+def test_the_table_labels_in_docs_benchmark_md_are_the_ones_dl_run_prints():
+    from dl.cli.labels import labels_markdown
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "benchmark.md").read_text()
+    section = re.search(r"^#+ Labels in the table\n<!-- generated: [^\n]*-->\n(.*?)\n<!-- end of generated labels -->",
+                        text, re.M | re.S)
+    assert section, "docs/benchmark.md has no generated 'Labels in the table' section"
+    assert section.group(1) == labels_markdown(), ("docs/benchmark.md's labels differ from the table's: paste the "
+                                                   "output of dl.cli.labels.labels_markdown() between the markers")

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from hypothesis_profiles import examples
 
 from dl.contracts.errors import DatasetFormatError, DlError
 from dl.format.episodes import EpisodeColumns, EpisodeMeta, VideoSpan, distinct_rows
@@ -132,7 +133,7 @@ def test_selecting_unknown_episodes_names_them(small_dataset):
         load(small_dataset).select([0, 7, 9])
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None)
 @given(hnp.arrays(np.int64, st.tuples(st.integers(0, 40), st.integers(1, 4)), elements=st.integers(0, 6)))
 def test_distinct_rows_match_numpy(matrix):
     distinct, which = distinct_rows(matrix)

@@ -59,6 +59,7 @@ def last_error_line(proc) -> str:
 # ------------------------------------------------------------------------------ bad files
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_info_json_that_is_not_json(small_dataset, writable_copy, tmp_path):
     root = writable_copy(small_dataset)
     text = (root / "meta/info.json").read_text()
@@ -69,6 +70,7 @@ def test_info_json_that_is_not_json(small_dataset, writable_copy, tmp_path):
     assert "meta/info.json is not valid JSON (line " in line and ", column " in line
 
 
+@pytest.mark.slow  # starts `dl` processes
 @pytest.mark.parametrize("loader", ["map", "pool"])
 def test_truncated_data_parquet_names_the_file(small_dataset, writable_copy, tmp_path, loader):
     root = writable_copy(small_dataset)
@@ -85,6 +87,7 @@ def test_truncated_data_parquet_names_the_file(small_dataset, writable_copy, tmp
 # ------------------------------------------------------------------------------ bad options
 
 
+@pytest.mark.slow  # starts `dl` processes
 @pytest.mark.parametrize(("out_dir", "says"), [("afile", "is a file"), ("afile/sub", "lies under the file")])
 def test_out_dir_that_cannot_be_a_folder(small_dataset, tmp_path, out_dir, says):
     (tmp_path / "afile").write_text("x")
@@ -93,6 +96,7 @@ def test_out_dir_that_cannot_be_a_folder(small_dataset, tmp_path, out_dir, says)
     assert proc.returncode == 2 and says in last_error_line(proc) and "--out-dir" in last_error_line(proc)
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_negative_workers_are_refused_before_any_work(small_dataset, tmp_path):
     proc = no_traceback(dl_subprocess("run", "--root", small_dataset, "--num-workers", "0,-1", "--out-dir",
                                       tmp_path / "out", cache_dir=tmp_path))
@@ -106,6 +110,7 @@ def test_negative_workers_are_refused_before_any_work(small_dataset, tmp_path):
     (["--episodes", "abc"], "--episodes: cannot read 'abc' in 'abc'"),
     (["--loader", "nope"], "unknown loader 'nope'; registered loaders: map, pool."),
 ])
+@pytest.mark.slow  # starts `dl` processes
 def test_errors_share_click_style_without_python_reprs(small_dataset, tmp_path, args, says):
     proc = no_traceback(dl_subprocess("run", "--root", small_dataset, *args, cache_dir=tmp_path))
     line = last_error_line(proc)
@@ -136,6 +141,7 @@ def run_with(site, root, tmp_path, *args):
     ("boom_build", "0", "RuntimeError: the plugin broke while building"),
     ("killed", "0", "the run process ended (killed by signal SIGKILL) without writing a result"),
 ])
+@pytest.mark.slow  # starts `dl` processes
 def test_any_failure_in_a_run_process_is_a_failed_result_with_its_cause(boom_site, small_dataset, tmp_path, loader,
                                                                         workers, cause):
     proc = run_with(boom_site, small_dataset, tmp_path, "--loader", loader, "--num-workers", workers)
@@ -150,6 +156,7 @@ def test_any_failure_in_a_run_process_is_a_failed_result_with_its_cause(boom_sit
     assert "1 JSON file(s) written" in proc.stdout
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_results_csv_covers_every_result_in_the_folder(small_dataset, tmp_path):
     for mode in ("single", "chunk"):
         proc = dl_subprocess("run", "--root", small_dataset, *FAST, "--num-workers", "0", "--mode", mode,
@@ -216,11 +223,13 @@ def test_interrupting_dl_stops_its_runs_and_workers(small_dataset, tmp_path, how
 # ------------------------------------------------------------------------------ dl validate
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_validate_passes_a_good_dataset(small_dataset, tmp_path):
     proc = no_traceback(dl_subprocess("validate", small_dataset, cache_dir=tmp_path))
     assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1].startswith("ok: 6 episode(s)")
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_validate_finds_corrupt_files(small_dataset, writable_copy, tmp_path):
     root = writable_copy(small_dataset)
     data = (root / DATA0).read_bytes()

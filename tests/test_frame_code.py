@@ -6,6 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.testing import synthetic as sd
 from dl.testing.synthetic import frame_code, read_frame_code
@@ -42,7 +43,7 @@ def test_read_frame_code_rejects_garbage():
         frame_code(1, 0, texture=sd.MAX_TEXTURE + 1)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(index=st.integers(0, 2**24 - 1), camera=st.integers(0, 7), texture=st.integers(1, sd.MAX_TEXTURE),
        size=st.sampled_from([(64, 64), (128, 96), (640, 480)]))
 def test_textured_frame_code_reads_back(index, camera, texture, size):

@@ -146,6 +146,7 @@ print(len(dataset), dataset.meta.source.url)
 """
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_offline_mode_reads_the_local_hugging_face_cache(hub, small_dataset, tmp_path):  # noqa: F811
     repo = publish(hub, small_dataset)
     env = {"HF_ENDPOINT": hub.endpoint, "HF_HUB_CACHE": str(tmp_path / "hf"), "DL_CACHE_DIR": str(tmp_path / "dl"),

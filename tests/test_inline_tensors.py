@@ -9,6 +9,7 @@ import torch
 import torch.utils.data
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from torch.utils.data import default_collate
 
 import dl
@@ -18,7 +19,7 @@ DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.
           torch.bfloat16, torch.float32, torch.float64]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(dtype=st.sampled_from(DTYPES), shape=st.lists(st.integers(0, 4), max_size=3), seed=st.integers(0, 2**16))
 def test_an_inline_tensor_unpickles_to_an_equal_plain_tensor(dtype, shape, seed):
     g = torch.Generator().manual_seed(seed)

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.kits.mp4_index import SampleIndex, read_index
 from dl.kits.remote.file_plan import video_part
@@ -45,7 +46,7 @@ def covers(ranges, lo: int, hi: int) -> bool:
     return any(r.start <= lo and hi <= r.end for r in ranges)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(150), deadline=None, derandomize=True, database=None)
 @given(data=st.data(), frames=st.integers(2, 700), gop=st.integers(1, 24))
 def test_a_read_placed_by_marks_holds_every_byte_the_decoder_reads(data, frames, gop):
     sizes = data.draw(st.lists(st.integers(200, 60_000), min_size=frames, max_size=frames))

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from mixture_helpers import TO_A, every_index, members_of, per_member
 
 import dl
@@ -18,7 +19,7 @@ from dl.dataloader.elastic import merge_states
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create .* worker processes",
                                         "ignore:mixture. ranks get", "ignore:pool loader. ranks get",
                                         "ignore:mixture. rank .* has no samples")
-CUTS = settings(max_examples=8, deadline=None, derandomize=True, database=None,
+CUTS = settings(max_examples=examples(8), deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 WEIGHTS = [0.35, 0.65]
 SAMPLES = 150

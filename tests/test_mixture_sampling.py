@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from mixture_helpers import every_index, members_of, mixture, per_member
 
 import dl
@@ -17,7 +18,7 @@ from dl.mixture.quotas import apportion, epoch_quotas, member_weights, pass_quot
 # 3 DataLoader workers on a 2-core machine are intended here (world size 3 x 2 workers)
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create .* worker processes",
                                         "ignore:mixture. ranks get")
-PROPERTY = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+PROPERTY = settings(max_examples=examples(12), deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 

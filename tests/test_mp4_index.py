@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.kits.mp4_index import Mp4IndexError, merge_ranges, read_index
 
@@ -113,7 +114,7 @@ class StrictView(io.RawIOBase):
         return len(chunk)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(6), deadline=None, derandomize=True, database=None)
 @given(first=st.integers(0, FRAMES - 10), length=st.integers(8, 40), case=st.sampled_from(
     CASES))
 def test_a_spans_ranges_decode_like_the_whole_file(videos, first, length, case):

@@ -14,6 +14,7 @@ from dl.plugins.nvdec_decoder import cuda_problems
 SCRIPT = __import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "nvdec_gpu.py"
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the script runs in full there")
 def test_without_a_gpu_it_says_why_and_stops(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), "--work", str(tmp_path)], capture_output=True, text=True,

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 import dl
 from dl.contracts.errors import ResumeError
@@ -14,7 +15,7 @@ from dl.dataloader.seeding import SHUFFLE, epoch_rng
 from dl.plugins.map.sampler import EpochSampler
 from dl.plugins.pool.partition import deal_balanced, partition_episodes
 
-SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None)
+SETTINGS = settings(max_examples=examples(200), deadline=None, derandomize=True, database=None)
 
 
 @SETTINGS

@@ -1,7 +1,10 @@
 """Every plugin kind takes its options the same way: keyword arguments of its factory, read from the
 signature (defaults) and the docstring (help), checked before anything is built, listed by `dl plugins`."""
 
+import inspect
 import re
+import typing
+from typing import Literal, Optional, Union
 
 import pytest
 from plugin_helpers import run_dl
@@ -60,6 +63,7 @@ def test_make_dataset_refuses_an_option_the_loader_does_not_take(small_dataset):
         dl.make_dataset(str(small_dataset), loader="pool", loader_options={"pool_size": 8})
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_dl_run_refuses_a_pool_option_for_map_before_running(small_dataset, tmp_path):
     proc = run_dl("run", "--root", str(small_dataset), "--loader", "map", "--loader-option", "episode_pool_size=8",
                   "--out-dir", str(tmp_path / "out"))
@@ -76,22 +80,51 @@ def test_dl_run_refuses_an_unknown_decoder_option(small_dataset, tmp_path):
             "num_threads=1, seek_mode='auto', camera_threads='auto'") in proc.stderr.replace("\n", " ")
 
 
+NONE = inspect.Parameter.empty
+
+
 @pytest.mark.parametrize(("annotation", "default", "text", "value"), [
-    ("int", 4, "8", 8), ("str | None", None, "2024", "2024"), ("int | str", "256M", "256M", "256M"),
-    ("int | str", "256M", "1024", 1024), ("bool", True, "false", False), ("bool", True, "1", True),
-    ("float", 1.0, "2", 2.0), ("Optional[int]", None, "none", None), ("typing.Union[int, str]", 0, "x", "x"),
-    ("dict | None", None, '{"a": 1}', {"a": 1}), ("", 3, "5", 5), ("", REQUIRED, "x", "x"),
-    ("", REQUIRED, "[1, 2]", [1, 2]), ("str", "main", "true", "true")])
-def test_a_text_value_is_read_by_its_annotation(annotation, default, text, value):
+    (int, 4, "8", 8), (str | None, None, "2024", "2024"), (int | str, "256M", "256M", "256M"),
+    (int | str, "256M", "1024", 1024), (bool, True, "false", False), (bool, True, "1", True),
+    (float, 1.0, "2", 2.0), (Optional[int], None, "none", None), (Union[int, str], 0, "x", "x"),  # noqa: UP007, UP045
+    (dict | None, None, '{"a": 1}', {"a": 1}), (dict[str, str], None, '{"a": "b"}', {"a": "b"}),
+    (tuple[int, ...], (), "[1, 2]", (1, 2)), (Literal["auto", "exact"], "auto", "exact", "exact"),
+    (typing.Any, None, "[1]", [1]), (NONE, 3, "5", 5), (NONE, REQUIRED, "x", "x"),
+    (NONE, REQUIRED, "[1, 2]", [1, 2]), (str, "main", "true", "true")])
+def test_a_text_value_is_read_by_its_type(annotation, default, text, value):
     got = PluginOption("opt", default, annotation, "").convert(text)
     assert got == value and type(got) is type(value)
 
 
-@pytest.mark.parametrize(("annotation", "text"), [("int", "abc"), ("int | None", "1.5"), ("bool", "maybe"),
-                                                   ("dict", "[1]")])
-def test_a_value_its_type_cannot_read_is_refused_naming_the_option(annotation, text):
-    with pytest.raises(ValueError, match=rf"option opt takes {re.escape(annotation)}, got '{re.escape(text)}'"):
+@pytest.mark.parametrize(("annotation", "text", "written"), [(int, "abc", "int"), (int | None, "1.5", "int | None"),
+                                                              (bool, "maybe", "bool"), (dict, "[1]", "dict")])
+def test_a_value_its_type_cannot_read_is_refused_naming_the_option(annotation, text, written):
+    with pytest.raises(ValueError, match=rf"option opt takes {re.escape(written)}, got '{re.escape(text)}'"):
         PluginOption("opt", None, annotation, "").convert(text)
+
+
+def typo_factory(meta, decoder, config, pool: "itn" = 4):  # noqa: F821 - the typo under test
+    """A loader whose option's annotation names no type."""
+
+
+def callable_factory(meta, decoder, config, on_batch: typing.Callable | None = None):
+    """A loader with an option no command-line value can give."""
+
+
+@pytest.mark.parametrize(("factory", "words"), [
+    (typo_factory, "option pool has an annotation .itn. that names no type"),
+    (callable_factory, "option on_batch has type")])
+def test_an_option_whose_type_is_unknown_is_refused_when_the_plugin_registers(factory, words):
+    from dl.host.registry import Registry
+
+    register = Registry().register_callback("loader", "somepkg", "1.0", "somepkg.plugin")
+    with pytest.raises(PluginError, match=rf"somepkg \(somepkg.plugin\) registers loader 'bad': {words}"):
+        register("bad", factory)
+
+
+def test_the_docstring_gives_help_and_never_a_type():
+    options = factory_options("decoder", Decoder)
+    assert options.options[0].annotation is NONE and options.options[0].convert("3") == 3
 
 
 def test_command_line_options_are_converted_by_the_plugins_annotations():
@@ -106,6 +139,7 @@ def test_command_line_options_are_converted_by_the_plugins_annotations():
         plugin_options("loader", "pool", ("episode_pool_size=many",), "--loader-option")
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_dl_run_refuses_an_option_value_of_the_wrong_type_before_running(small_dataset, tmp_path):
     proc = run_dl("run", "--root", str(small_dataset), "--decoder-option", "cache_size=lots", "--out-dir",
                   str(tmp_path / "out"))

@@ -9,6 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pool_helpers import CAM0, FPS, consume, every_index, pool
 
 import dl
@@ -27,7 +28,7 @@ FRAME = 96 * 128 * 3  # bytes of one decoded frame of pool_helpers.VIDEO
 # ------------------------------------------------------------------------------------------ the order
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None)
 @given(lengths=st.lists(st.integers(1, 30), min_size=1, max_size=12), pool_size=st.integers(1, 5),
        chunk_frames=st.integers(1, 8), open_chunks=st.integers(1, 6), subset=st.booleans(), seed=st.integers(0, 99))
 def test_chunk_pool_emits_each_row_once_from_open_chunks(lengths, pool_size, chunk_frames, open_chunks, subset, seed):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pool_helpers import TABULAR, VIDEO, every_index
 
 import dl
@@ -27,7 +28,7 @@ def _pools(kind: str, lengths: list[int], pool_size: int, chunk_frames: int, ope
     return [EpisodePool(episodes, lengths, pool_size, np.random.default_rng(seed), rows) for _ in range(2)]
 
 
-@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(120), deadline=None, derandomize=True, database=None)
 @example(kind="episodes", lengths=[3, 3, 2, 3, 1, 1, 40, 40], pool_size=4, chunk_frames=1, open_chunks=1, skip=0,
          seed=104, elastic=False)  # an open episode runs out, and one admitted after it is drawn, before all are
 @given(kind=st.sampled_from(["chunks", "episodes"]), lengths=st.lists(st.integers(1, 60), min_size=1, max_size=12),

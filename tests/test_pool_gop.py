@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pool_helpers import every_index, pool
 
 from dl.format.metadata import DatasetMeta
@@ -33,20 +34,20 @@ def gops(meta):
 # ------------------------------------------------------------------------------------------ the grid
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(80), deadline=None, derandomize=True, database=None)
 @given(gop=st.integers(1, 16), frames=st.integers(1, 300))
 def test_a_regular_grid_from_the_first_frame_is_its_gop(gop, frames):
     keyframes = np.arange(0, frames, gop)
     assert grid_gop(keyframes, frames) == (gop if len(keyframes) > 1 else None)
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(80), deadline=None, derandomize=True, database=None)
 @given(gop=st.integers(2, 16), shift=st.integers(1, 15), frames=st.integers(40, 300))
 def test_an_episode_that_starts_between_keyframes_has_no_grid(gop, shift, frames):
     assert grid_gop(np.arange(shift % gop or 1, frames, gop), frames) is None
 
 
-@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(120), deadline=None, derandomize=True, database=None)
 @given(frames=st.integers(2, 200), data=st.data())
 def test_a_grid_found_has_its_positions_on_keyframes(frames, data):
     rest = data.draw(st.sets(st.integers(1, frames - 1)))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.kits.mp4_index import READ_AHEAD_BYTES
 from dl.kits.remote.prefetch import RUN_BLOCKS, Piece, Prefetcher, block_runs
@@ -17,7 +18,7 @@ from dl.plugins.pool.chunk_pool import ChunkPool
 
 
 # ------------------------------------------------------------------------------------------- the pool's order
-@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None)
 @given(lengths=st.lists(st.integers(1, 60), min_size=1, max_size=12), pool_size=st.integers(1, 6),
        chunk_frames=st.integers(1, 16), open_chunks=st.integers(1, 5), seed=st.integers(0, 2**16))
 def test_read_order_at_admission_is_the_order_chunks_open(lengths, pool_size, chunk_frames, open_chunks, seed):
@@ -65,7 +66,7 @@ def test_a_read_crossing_ranges_is_cut_at_their_gap():
 
 
 # ------------------------------------------------------------------------------------------- zones
-@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(100), deadline=None, derandomize=True, database=None)
 @given(start=st.integers(0, 5000), length=st.integers(1, 5000), block=st.integers(1, 700),
        reads=st.lists(st.tuples(st.integers(-100, 10600), st.integers(1, 900), st.integers(0, 5)), max_size=8))
 def test_runs_tile_the_blocks_of_the_range_each_at_the_lowest_rank_it_holds(start, length, block, reads):

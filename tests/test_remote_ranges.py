@@ -54,6 +54,7 @@ def decoded_like_the_file(source, long_video) -> bool:
     return bool((got.data == VideoDecoder(str(long_video / REL), seek_mode="approximate")[120:180]).all())
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_an_episode_of_a_long_video_fetches_its_blocks_and_decodes_like_the_file(s3, long_video):  # noqa: F811
     source = s3_source(s3, upload(s3, long_video))
     size = source.list_files("videos")[REL]
@@ -138,6 +139,7 @@ def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa:
     assert rank.stats()["requests"] == 0
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_a_file_that_changed_after_indexing_fails_naming_it(s3, long_video, tmp_path):  # noqa: F811
     url = upload(s3, long_video)
     source = s3_source(s3, url)
@@ -181,6 +183,7 @@ def test_an_episode_reads_only_its_row_groups(s3, dataset_factory):  # noqa: F81
     assert source.stats()["remote_reads"] == 0
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_the_map_downloads_a_file_of_many_episodes_in_a_few_ranges(s3, dataset_factory):  # noqa: F811
     """Every selected episode is needed at once, so the episodes of a file are admitted together and their adjacent
     ranges come in a few requests per file, not one per episode (at 100,000 episodes that was minutes)."""

@@ -108,3 +108,74 @@ def test_episodes_seen_and_rank_overlap():
     assert rank_overlap(ranks) == {"episodes_per_rank": [1.5, 1.5], "shared_episodes": 0}  # per epoch
     ranks[1]["episodes_by_epoch"]["0"].append(3)
     assert rank_overlap(ranks)["shared_episodes"] == 1
+
+
+def test_the_table_fits_80_columns_with_episodes_as_ranges(tmp_path):
+    """Runs on two datasets, one of them on a selection: the selection prints as ranges, the dataset by its
+    folder's name (the roots above the table), and at 80 columns the configuration and the figures go into two
+    tables rather than folding every cell."""
+    from click.testing import CliRunner
+
+    from dl.cli.main import cli
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    episodes = [0, 3, 4, 5, 6, 8, *range(10, 25), *range(26, 33), *range(35, 50)]
+    for name, root, selection in (("map-cpu-single-w2", "/data/default", None),
+                                  ("map-cpu-single-w2-2", "/data/open50", episodes),
+                                  ("pool-cpu-single-w2-2", "/data/open50", episodes)):
+        (folder / f"{name}.json").write_text(json.dumps(result(name, 674.4, 1.152, root=root, episodes=selection)))
+    done = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["report", str(folder)], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    assert max(map(len, lines)) <= 80 and len(lines) < 40
+    assert "dataset open50: /data/open50" in lines and "dataset default: /data/default" in lines
+    words = " ".join(done.output.replace("│", " ").split())
+    assert "0, 3-6, 8, 10-24, 26-32, 35-49" in words and "[0," not in words
+    for name in ("map-cpu-single-w2", "map-cpu-single-w2-2", "pool-cpu-single-w2-2"):
+        assert name in words  # never folded
+    rows = list(csv.DictReader(open(folder / "summary.csv")))
+    assert json.loads(rows[1]["episodes"]) == episodes  # the CSV keeps the selection as recorded
+
+
+def test_plots_name_each_run_by_dataset_and_give_far_apart_rates_a_panel_each(tmp_path):
+    from dl.bench.plot import run_labels, throughput_panels
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name, sps, root, episodes in (("map-cpu-single-w2", 600.0, "/data/default", None),
+                                      ("map-cpu-single-w2-2", 14.0, "/data/open50", [0, 3, 4, 5, 6, 8]),
+                                      ("pool-cpu-single-w2", 700.0, "/data/default", None)):
+        (folder / f"{name}.json").write_text(json.dumps(result(name, sps, 1.0, root=root, episodes=episodes)))
+    rows = load_rows([folder])
+    assert run_labels(rows) == ["default: map-cpu-single-w2\nepisodes all", "open50: map-cpu-single-w2-2\nepisodes "
+                                "0,3-6,8", "default: pool-cpu-single-w2\nepisodes all"]
+    assert throughput_panels(rows) == 3  # 14 samples/s beside 600: a panel each
+    assert throughput_panels([rows[0], rows[2]]) == 1  # within 10x: one axis
+
+
+def test_the_plot_hint_fits_how_dl_is_installed(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from dl.bench import plot
+    from dl.contracts import extras
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed
+    with pytest.raises(DlError, match="dl report --plot needs matplotlib, which is not installed") as raised:
+        plot.plot_comparison([], Path("unused.png"))
+    checkout = Path(__file__).resolve().parents[1]  # the tests run from an editable install of this checkout
+    assert str(raised.value).endswith(f"{sys.executable} -m pip install 'matplotlib>=3.7' (or from the checkout: "
+                                      f"pip install -e '{checkout}[plot]')")
+    monkeypatch.setattr(extras, "editable_checkout", lambda: None)  # an installed wheel: no checkout to name
+    assert extras.install_hint("plot") == f"{sys.executable} -m pip install 'matplotlib>=3.7'"
+    assert "dl[" not in extras.install_hint("testing") and "moto[server]>=5" in extras.install_hint("testing")
+
+
+def test_datasets_are_named_by_folder_and_numbered_where_folders_share_a_name(tmp_path):
+    from dl.bench.report import ReportRow, dataset_names
+
+    rows = [ReportRow(f"r{i}", {}, {"root": root}) for i, root in
+            enumerate(("/tmp/cache/default", "/data/open50", "/root/.cache/dl/default/", "/data/open50"))]
+    assert dataset_names(rows) == {"/tmp/cache/default": "default (1)", "/data/open50": "open50",
+                                   "/root/.cache/dl/default/": "default (2)"}

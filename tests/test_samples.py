@@ -273,19 +273,29 @@ def shift_from_timestamp(root, key, episode, seconds, to=0.0):
 
 def test_timestamp_tolerance_error(small_dataset, writable_copy):
     root = writable_copy(small_dataset)
-    shift_from_timestamp(root, CAMS[0], 1, 0.5 / FPS)  # every query of episode 1's camera 0 falls between frames
+    shift_from_timestamp(root, CAMS[0], 1, 0.3 / FPS)  # every query of episode 1's camera 0 falls between frames
     with pytest.raises(TimestampToleranceError) as err:
         dl.make_dataset(str(root))  # refused up front, with the tolerance that would serve it
     message = str(err.value)
     assert f"videos/{CAMS[0]}/chunk-000/file-000.mp4" in message and "data/chunk-000/file-000.parquet" in message
     assert "episode 1" in message and CAMS[0] in message and "tolerance_s=0.0001" in message
-    assert "is 0.016667 s from the nearest frame" in message and "--tolerance-s 0.0167" in message
+    assert "is 0.010000 s from the nearest frame" in message and "--tolerance-s 0.0101" in message
     # the other episodes of the file are fine; with the suggested tolerance, each row gets its nearest frame
     check_sample(dl.make_dataset(str(root), episodes=[0, 2]), 0)
-    ds = dl.make_dataset(str(root), tolerance_s=0.0167, image_dtype="uint8")
+    ds = dl.make_dataset(str(root), tolerance_s=0.0101, image_dtype="uint8")
     sample = ds[int(ds.starts[1]) + 3]
     assert read_frame_code(sample[CAMS[1]])[0] == int(sample["index"])
-    assert read_frame_code(sample[CAMS[0]])[0] in (int(sample["index"]), int(sample["index"]) + 1)
+    assert read_frame_code(sample[CAMS[0]])[0] == int(sample["index"])
+
+
+def test_half_a_frame_off_is_not_served_by_a_tolerance(small_dataset, writable_copy):
+    root = writable_copy(small_dataset)
+    shift_from_timestamp(root, CAMS[0], 1, 0.5 / FPS)  # every query falls halfway between two frames
+    with pytest.raises(TimestampToleranceError) as err:
+        dl.make_dataset(str(root))
+    message = str(err.value)
+    assert "is 0.016667 s from the nearest frame" in message and "--tolerance-s" not in message
+    assert "shifted by +0.016667 s (+0.50 frames)" in message and "--frame-pairing row" in message
 
 
 def test_small_timestamp_offset_within_tolerance(small_dataset, writable_copy):

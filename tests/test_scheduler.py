@@ -85,6 +85,7 @@ dist.destroy_process_group()  # as a run ends (dl.bench.runner): no gloo thread 
 """
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_local_ranks_meet_at_a_store_the_scheduler_holds(tmp_path):
     """No free-port race: the port the ranks get is bound by the scheduler's own process for the whole run (a
     free port found by binding 0 and closing it could be taken before rank 0 binds it)."""

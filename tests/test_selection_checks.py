@@ -1,6 +1,7 @@
 """dl.format.selection_checks: the whole-selection screen gives what `check_rows` one episode at a time gives (the
 first wrong episode's error, the largest timestamp gap's error naming the others, one NaN/inf warning with the
-counts), for any mix of wrong and right episodes, runs of any size and one or two cameras."""
+counts), for any mix of wrong and right episodes, runs of any size and one or two cameras, on files whose
+episodes start off the 1/fps grid (concatenated recordings whose durations are not whole frames)."""
 
 import re
 import types
@@ -10,16 +11,21 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.contracts.errors import DlError
-from dl.format.checks import check_rows, check_tolerance, report_nonfinite
+from dl.format.checks import check_rows, report_nonfinite
+from dl.format.frame_times import FrameTimes
 from dl.format.metadata import EpisodeMeta, VideoSpan
 from dl.format.selection_checks import check_selection
+from dl.format.timestamp_checks import check_tolerance
 
 FPS = 10
 FEATURES = {"observation.state": {"dtype": "float32", "shape": [2]}, "timestamp": {"dtype": "float32", "shape": [1]}}
 SHIFTS = (0.0, 0.02, 0.04, 0.07, 0.15)
 """Timestamp shifts in s (0.4, 0.7, 1.5 frames at 10 fps...), around the tolerances drawn."""
+TAILS = (0.0, 0.0037, 0.021)
+"""How far (s) a recording runs past its last frame: the next episode's frames start that much after the grid."""
 FAULTS = ("none",) * 6 + ("shift",) * 3 + ("nan_state", "owner", "frame_index", "nan_timestamp", "rate", "task")
 
 
@@ -63,7 +69,7 @@ def reference(meta, episodes, arrays, tolerance_s, strict):
         if nonfinite:
             with_nonfinite.append(ep.index)
     if worst is not None:
-        check_tolerance(f"{meta.source.url}/{worst[1].data_path}", worst[1], FPS, worst[2], tolerance_s,
+        check_tolerance(f"{meta.source.url}/{worst[1].data_path}", meta, worst[1], worst[2], tolerance_s,
                         [e for e in over if e != worst[1].index])
     report_nonfinite(meta.source.url, counts, with_nonfinite, strict)
 
@@ -80,19 +86,21 @@ def outcome(check) -> tuple[str, list[str]]:
     return error, [str(w.message) for w in caught]
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None)
-@given(plan=st.lists(st.tuples(st.integers(1, 9), st.sampled_from(FAULTS), st.sampled_from(SHIFTS)), min_size=1,
-                     max_size=12),
+@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None)
+@given(plan=st.lists(st.tuples(st.integers(1, 9), st.sampled_from(FAULTS), st.sampled_from(SHIFTS),
+                               st.sampled_from(TAILS)), min_size=1, max_size=12),
        cameras=st.integers(1, 2), run=st.integers(1, 5), tolerance_s=st.sampled_from([1e-4, 0.03, 0.05, 0.12]),
        strict=st.booleans())
 def test_the_screen_equals_checking_each_episode(plan, cameras, run, tolerance_s, strict):
-    meta = types.SimpleNamespace(source=types.SimpleNamespace(url="file:///ds"), fps=FPS, features=FEATURES,
-                                 tasks={0: "task"}, subtasks={}, video_keys=[f"cam{c}" for c in range(cameras)])
-    episodes, arrays, start = [], [], 0.0
-    for i, (length, fault, shift) in enumerate(plan):
+    meta = fake_meta(cameras)
+    episodes, arrays, start, frames = [], [], 0.0, []
+    for i, (length, fault, shift, tail) in enumerate(plan):
         episodes.append(episode(i, length, start, cameras))
         arrays.append(rows(episodes[-1], fault, shift))
-        start += length / FPS
+        frames.append(start + np.arange(length) / FPS)
+        start += length / FPS + tail
+    for c in range(cameras):
+        meta.frame_times.times[f"videos/cam{c}.mp4"] = np.concatenate(frames)
     runs = [(a, min(a + run, len(episodes)), {k: np.concatenate([x[k] for x in arrays[a:a + run]])
                                                  for k in arrays[0]}) for a in range(0, len(episodes), run)]
     expected = outcome(lambda: reference(meta, episodes, arrays, tolerance_s, strict))
@@ -100,9 +108,16 @@ def test_the_screen_equals_checking_each_episode(plan, cameras, run, tolerance_s
     assert got == expected
 
 
+def fake_meta(cameras: int) -> types.SimpleNamespace:
+    """What the checks read of a `DatasetMeta`; the files' frame times are set by the test."""
+    return types.SimpleNamespace(source=types.SimpleNamespace(url="file:///ds"), fps=FPS, features=FEATURES,
+                                 tasks={0: "task"}, subtasks={}, video_keys=[f"cam{c}" for c in range(cameras)],
+                                 frame_times=FrameTimes(), files={})
+
+
 def test_a_wrong_episode_is_named_with_its_row():
-    meta = types.SimpleNamespace(source=types.SimpleNamespace(url="file:///ds"), fps=FPS, features=FEATURES,
-                                 tasks={0: "task"}, subtasks={}, video_keys=["cam0"])
+    meta = fake_meta(1)
+    meta.frame_times.times["videos/cam0.mp4"] = np.arange(10) / FPS
     episodes = [episode(0, 5, 0.0, 1), episode(1, 5, 0.5, 1)]
     arrays = [rows(episodes[0], "none", 0), rows(episodes[1], "frame_index", 0)]
     runs = [(0, 2, {k: np.concatenate([a[k] for a in arrays]) for k in arrays[0]})]

@@ -5,6 +5,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.bench.steady import SteadyTimer, block_rates, spread_pct
 
@@ -15,7 +16,7 @@ def test_block_rates_count_events_per_block_and_drop_a_short_last_block():
     assert block_rates([0.1, 0.3], [16, 16], 0.0, 0.4, 1.0) == pytest.approx([80.0])  # shorter than one block
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.floats(1, 1e4, allow_nan=False), min_size=2, max_size=40))
 def test_the_spread_is_the_middle_80_percent_over_the_median(rates):
     spread = spread_pct(rates)

@@ -84,6 +84,7 @@ def test_every_codec_and_b_frames_keep_the_frames_at_their_rows(dataset_factory,
     assert_same_frames_at_every_row(dst)
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_a_dataset_on_an_s3_server_transcodes_to_local_disk(dataset_factory, tmp_path, s3):  # noqa: F811
     url = upload(s3, dataset_factory(**AV1))
     options = [item for key, value in s3.storage_options().items() for item in ("--storage-option", f"{key}={value}")]
@@ -134,6 +135,7 @@ def test_ctrl_c_leaves_no_complete_looking_dataset_and_the_same_command_finishes
     assert_same_frames_at_every_row(dst)
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_a_psnr_below_the_threshold_refuses_and_a_lower_one_finishes_without_encoding_again(dataset_factory,
                                                                                             tmp_path):
     src, dst = dataset_factory(**AV1), tmp_path / "dst"
@@ -150,6 +152,7 @@ def test_a_psnr_below_the_threshold_refuses_and_a_lower_one_finishes_without_enc
     assert_same_frames_at_every_row(dst)
 
 
+@pytest.mark.slow  # starts `dl` processes
 def test_missing_videos_are_refused_or_left_missing_when_allowed(dataset_factory, writable_copy, tmp_path):
     src = writable_copy(dataset_factory(**AV1))
     gone = sorted(src.glob("videos/*/chunk-000/file-001.mp4"))[0]
@@ -165,3 +168,20 @@ def test_missing_videos_are_refused_or_left_missing_when_allowed(dataset_factory
     for i in range(len(dataset)):
         sample = dataset[i]
         assert read_frame_code(sample[dataset.meta.video_keys[0]])[0] == int(sample["index"])
+
+
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
+def test_a_depth_camera_is_copied_losslessly_never_reencoded(dataset_factory, tmp_path):
+    src = dataset_factory(codec="h264", gop=2, episodes=3, frames_per_episode=(15, 20), episodes_per_file=2,
+                          depth_camera=True)
+    dst = tmp_path / "av1"
+    done = transcode(src, dst, "--codec", "av1", "--gop", "2", cache_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    depth = sorted(p.relative_to(src) for p in src.joinpath("videos", "observation.images.depth").rglob("*.mp4"))
+    assert depth and all((dst / rel).read_bytes() == (src / rel).read_bytes() for rel in depth)
+    info = json.loads((dst / "meta" / "info.json").read_text())["features"]
+    assert info["observation.images.depth"]["info"]["video.pix_fmt"] == "gray12le"
+    assert info["observation.images.cam0"]["info"]["video.codec"] == "av1"
+    old, new = dl.make_dataset(str(src)), dl.make_dataset(str(dst))
+    for i in range(0, len(old), 7):
+        assert np.array_equal(old[i]["observation.images.depth"].numpy(), new[i]["observation.images.depth"].numpy())

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from dl.contracts.errors import DlError
 from dl.transcode.ffmpeg import Frames, TranscodeError
@@ -22,7 +23,7 @@ def frames(n: int, offset: float = 0.0, gop: int = 2) -> Frames:
     return Frames(offset + np.arange(n) / FPS, np.arange(0, n, gop))
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(lengths=st.lists(st.integers(1, 40), min_size=1, max_size=6), gap=st.integers(0, 5),
        shift=st.sampled_from([0.0, 1 / FPS, 0.5]))
 def test_spans_follow_the_new_frames_whatever_the_files_start_at(lengths, gap, shift):

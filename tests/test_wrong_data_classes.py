@@ -126,6 +126,7 @@ def test_info_json_that_cannot_be_read_is_one_error_line(broken, edit, says, tmp
         assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_a_root_that_is_a_file(small_dataset, tmp_path):
     for command in (["info"], ["validate"]):
         result = invoke(*command, small_dataset / "meta" / "info.json")
@@ -134,6 +135,7 @@ def test_a_root_that_is_a_file(small_dataset, tmp_path):
     assert proc.returncode == 2 and "is a file, not a dataset folder" in proc.stderr
 
 
+@pytest.mark.slow  # starts `dl` processes
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_nan_or_inf_delta_timestamps_are_refused(small_dataset, tmp_path, value):
     with pytest.raises(DlError, match="offsets are finite numbers of seconds"):
@@ -143,6 +145,7 @@ def test_nan_or_inf_delta_timestamps_are_refused(small_dataset, tmp_path, value)
     assert proc.returncode == 2 and "finite numbers of seconds" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_an_empty_episodes_option_is_refused(small_dataset, tmp_path):
     for args in (["run", "--root", small_dataset, "--episodes", ""], ["validate", small_dataset, "--episodes", ""]):
         proc = dl_subprocess(*args, cache_dir=tmp_path)

@@ -3,8 +3,9 @@ it does nothing else, reading single frames at random positions (what a map-styl
 episodes in order (what in-order decode can reach), so a run's decoded frames/s can be read as a share of what the
 machine could do.
 
-A ceiling is only worth comparing against when it is stable. Measured on open50 with one short trial per run, two
-runs of the same configuration gave 493 and 901 random frames/s. So each kind is measured as several short trials,
+A ceiling is only worth comparing against when it is stable, and one short trial per run is not (two runs of one
+configuration can differ by nearly 2x: `benchmarks/results/internals.md`, "Decode ceiling"). So each kind is measured
+as several short trials,
 after the files were read once (a warm file cache) and every file opened once (untimed), and the ceiling is the
 best trial, reported with the trials' spread; and it is measured in the processes the run decodes in, with their
 settings: in DataLoader workers (`ceiling_workers`) of the run's start method, each with torch's one intra-op thread
@@ -82,9 +83,8 @@ def local_copies(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int = RE
     (`dl.contracts.source.Prefetches`), the first of them whose bytes fit `limit` (at least one), admitted with
     `wait` (keys `("decode ceiling", episode index)`: downloaded before the block) and released with `drop` after it
     (deleted, so they do not warm the run's window). Trials (and DataLoader workers started inside the block) then
-    read cached blocks instead of streaming the same blocks again for
-    every random frame: through `bucket` behind 20 ms / 80 Mbit/s, the 2-worker ceiling on open50 streamed
-    436 MB in 48 s, 3.6 times the dataset, and measured the network.
+    read cached blocks instead of streaming the same blocks again for every random frame, which would measure the
+    network instead of the decoder.
 
     Raises:
         As `Prefetches.admit` (a download that fails).
@@ -139,8 +139,8 @@ def random_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta
         k = int(rng.integers(lengths.sum()))
         e = int(np.searchsorted(starts, k, side="right")) - 1
         row = (k - starts[e]) / meta.fps
-        n += _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp + row,))
-                                         for span in episodes[e].videos.values()])
+        n += _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp + row,), depth=key in meta.depth)
+                                         for key, span in episodes[e].videos.items()])
         for column in images:
             decoder.decode_images([column[int(rng.integers(len(column)))]])
             n += 1
@@ -158,8 +158,8 @@ def sequential_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[Episode
         ep = episodes[int(rng.integers(len(episodes)))]
         for start in range(0, ep.length, RUN_FRAMES):
             rows = np.arange(start, min(start + RUN_FRAMES, ep.length)) / meta.fps
-            n += _decode_all(meta, decoder, [FrameRequest(span.path, tuple(span.from_timestamp + rows), run=True)
-                                             for span in ep.videos.values()])
+            n += _decode_all(meta, decoder, [FrameRequest(span.path, tuple(span.from_timestamp + rows), run=True,
+                                                          depth=key in meta.depth) for key, span in ep.videos.items()])
             for column in images:
                 decoder.decode_images(column[(start + np.arange(len(rows))) % len(column)])
                 n += len(rows)
@@ -171,9 +171,9 @@ def sequential_trial(meta: DatasetMeta, decoder: Decoder, episodes: list[Episode
 def open_every_file(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta]) -> None:
     """Decode one frame of each file of `episodes` (up to the decoder cache's capacity), untimed: opening a file
     is a start-up cost, not decode speed."""
-    spans = list({span.path: span for ep in episodes for span in ep.videos.values()}.values())
-    for span in spans[:decoder.cache.capacity]:
-        _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp,))])
+    spans = list({span.path: (key, span) for ep in episodes for key, span in ep.videos.items()}.values())
+    for key, span in spans[:decoder.cache.capacity]:
+        _decode_all(meta, decoder, [FrameRequest(span.path, (span.from_timestamp,), depth=key in meta.depth)])
 
 
 def measure_trials(meta: DatasetMeta, decoder: Decoder, episodes: list[EpisodeMeta], plan: CeilingPlan) -> dict:

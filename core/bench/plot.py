@@ -1,23 +1,41 @@
-"""`dl report --plot`: pictures of a comparison, drawn with matplotlib (the optional extra `dl[plot]`),
+"""`dl report --plot`: pictures of a comparison, drawn with matplotlib (dl's optional extra `plot`),
 without a display (the Agg backend)."""
 
+import json
+import statistics
 from pathlib import Path
 
 from ..contracts.errors import DlError
-from .report import ReportRow
+from ..contracts.extras import require
+from .report import ReportRow, dataset_names, differing
 from .timeline import rates as timeline_rates
 
 
 def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise DlError("dl report --plot draws with matplotlib, which is not installed: pip install 'dl[plot]' "
-                      "(or pip install matplotlib).") from None
+    matplotlib = require("matplotlib", "plot", "dl report --plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def run_labels(rows: list[ReportRow]) -> list[str]:
+    """What each run measured, to name its bar or line: the dataset (`dl.bench.report.dataset_names`) and the run,
+    then the other configuration fields that differ between the runs (episode selections as ranges)."""
+    from ..contracts.errors import format_indices
+
+    shown = [k for k in differing(rows) if k not in ("root", "name") and not k.startswith("decoder_calibration")]
+    datasets = dataset_names(rows)
+    labels = []
+    for row in rows:
+        parts = []
+        for key in shown:
+            value = row.config.get(key)
+            if key == "episodes":
+                value = format_indices(json.loads(value) if isinstance(value, str) else value) if value else "all"
+            parts.append(f"{key.removeprefix('loader_options.')} {value}")
+        labels.append(f"{datasets[row.dataset_root]}: {row.label}" + (f"\n{', '.join(parts)}" if parts else ""))
+    return labels
 
 
 def plot_comparison(rows: list[ReportRow], path: Path) -> Path:
@@ -27,8 +45,8 @@ def plot_comparison(rows: list[ReportRow], path: Path) -> Path:
     ok = [r for r in rows if r.result.get("status") == "ok"]
     if not ok:
         raise DlError("no successful run to plot.")
-    labels = [r.label for r in ok]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.45 * len(ok)), sharey=True, constrained_layout=True)
+    labels = run_labels(ok)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 1.4 + 0.6 * len(ok)), sharey=True, constrained_layout=True)
     for ax, key, title in ((axes[0], "samples_per_s", "samples/s (steady window)"),
                            (axes[1], "peak_rss_gb", "peak RSS GB (process tree)")):
         values = [r.result.get(key) or 0 for r in ok]
@@ -37,38 +55,61 @@ def plot_comparison(rows: list[ReportRow], path: Path) -> Path:
         ax.set_title(title)
         ax.margins(x=0.15)
     axes[0].invert_yaxis()  # the first run on top (the axes share y: invert once)
-    fig.suptitle("dl report: runs compared")
+    fig.suptitle("dl report: runs compared (dataset: run, and the settings that differ)")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
+SEPARATE_ABOVE = 10.0
+"""Runs whose median rates differ by more than this factor get a panel each (one axis would flatten the slow ones)."""
+
+
+def throughput_panels(timed: list[ReportRow]) -> int:
+    """1 (one axis) or a panel per run, when the median rates of the runs' timelines differ by more than
+    `SEPARATE_ABOVE` times (or one's is 0)."""
+    medians = [statistics.median(timeline_rates(r.result["throughput_timeline"]) or [0]) for r in timed]
+    apart = min(medians) <= 0 or max(medians) / min(medians) > SEPARATE_ABOVE
+    return len(timed) if apart and len(timed) > 1 else 1
+
+
 def plot_throughput(rows: list[ReportRow], path: Path) -> Path:
     """Each run's samples/s over time, per `throughput_timeline` bin from the DataLoader's first `iter()`
-    (warm-up included: start-up, stalls and epoch rollovers show); a dot marks where the steady window
-    began. Runs without a timeline (results from before it was recorded) are left out. Returns `path`."""
+    (warm-up included: start-up, stalls and epoch rollovers show); a circle marks where the steady window
+    began. On one axis, or a panel per run (each its own scale from 0) when the runs' median rates differ by more
+    than `SEPARATE_ABOVE` times. Runs without a timeline (results from before it was recorded) are left out.
+    Returns `path`."""
     plt = _pyplot()
     timed = [r for r in rows if r.result.get("status") == "ok" and r.result.get("throughput_timeline")]
     if not timed:
         raise DlError("none of these results records throughput over time (throughput_timeline); rerun them "
                       "with this dl.")
-    fig, ax = plt.subplots(figsize=(12, 5), constrained_layout=True)
+    labels, panels = run_labels(timed), throughput_panels(timed)
+    fig, axes = plt.subplots(panels, 1, figsize=(12, 5 if panels == 1 else 1.2 + 2.2 * panels), sharex=True,
+                             squeeze=False, constrained_layout=True)
     for i, row in enumerate(timed):
+        ax = axes[i if panels > 1 else 0][0]
         timeline = row.result["throughput_timeline"]
         width = timeline["bin_s"]
         rates = timeline_rates(timeline)
         times = [(k + 0.5) * width for k in range(len(rates))]
-        ax.plot(times, rates, marker=".", color=f"C{i % 10}", label=row.label)
+        ax.plot(times, rates, marker=".", color=f"C{i % 10}", label=labels[i])
         start = timeline.get("window_start_s")
         if start is not None and rates:
             k = min(int(start // width), len(rates) - 1)
             ax.plot([times[k]], [rates[k]], "o", color=f"C{i % 10}", markersize=9, markerfacecolor="none")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("seconds since the DataLoader's first iter()")
-    ax.set_ylabel(f"samples/s (per {timed[0].result['throughput_timeline']['bin_s']:g} s bin)")
-    ax.set_title("throughput over time (circle: steady window starts)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        if panels > 1:
+            ax.set_title(labels[i].replace("\n", "; "), fontsize="small", loc="left")
+            ax.set_ylabel("samples/s")
+    axes[-1][0].set_xlabel("seconds since the DataLoader's first iter()")
+    bin_s = timed[0].result["throughput_timeline"]["bin_s"]
+    if panels == 1:
+        axes[0][0].set_ylabel(f"samples/s (per {bin_s:g} s bin)")
+        axes[0][0].legend(fontsize="small", loc="best")
+    apart_note = f": a panel each, their rates differ over {SEPARATE_ABOVE:g}x" if panels > 1 else ""
+    fig.suptitle(f"throughput over time, samples/s per {bin_s:g} s bin (circle: steady window starts){apart_note}")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

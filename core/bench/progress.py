@@ -36,19 +36,23 @@ def rich_progress(run_name: str, console: Console | None = None):
 
 
 def _line_reporter(run_name: str, console: Console):
-    """Lines per phase: when it starts, when it reaches its total, and every `LINE_EVERY_S` seconds in between;
-    a count with no known total (None: a download's megabytes) prints as a count alone."""
-    state: dict = {"last": {}, "finished": set()}
+    """Lines per phase: when it starts, when it reaches its total, and every `LINE_EVERY_S` seconds in between,
+    each line once (counts of a total print rounded down: a phase reads N/N only when done); a count with no known
+    total (None: a download's megabytes) prints as a count alone."""
+    state: dict = {"last": {}, "printed": {}, "finished": set()}
 
     def update(phase: str, done: float, total: float | None) -> None:
         now = time.monotonic()
         finished = total is not None and done >= total and phase not in state["finished"]
         last = state["last"].get(phase)
         if last is None or finished or now - last >= LINE_EVERY_S:
-            count = f"{done:.0f}" if total is None else f"{done:.0f}/{total:.0f}"
-            console.print(f"{run_name}: {phase} {count}", highlight=False, soft_wrap=True)
-            state["last"][phase] = now
+            count = f"{done:.0f}" if total is None else f"{int(done)}/{total:.0f}"
             if finished:
                 state["finished"].add(phase)
+                count = f"{total:.0f}/{total:.0f}"
+            state["last"][phase] = now
+            if state["printed"].get(phase) != count:
+                console.print(f"{run_name}: {phase} {count}", highlight=False, soft_wrap=True)
+                state["printed"][phase] = count
 
     return update

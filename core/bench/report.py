@@ -29,6 +29,11 @@ class ReportRow:
     def scenario(self) -> str:
         return self.result.get("config", {}).get("scenario") or "-"
 
+    @property
+    def dataset_root(self) -> str:
+        """The root of the dataset the run measured (`config.root`, else `dataset.root`)."""
+        return str(self.config.get("root") or (self.result.get("dataset") or {}).get("root"))
+
     def value(self, key: str):
         """A config field (dotted) or, failing that, a result field (dotted)."""
         if key in self.config:
@@ -78,6 +83,18 @@ def load_rows(paths: list[Path]) -> list[ReportRow]:
         config = {k: v for k, v in flatten(result.get("config", {})).items() if k not in IGNORED_CONFIG}
         rows.append(ReportRow(label, result, config))
     return rows
+
+
+def dataset_names(rows: list[ReportRow]) -> dict[str, str]:
+    """Each dataset root the rows measured (`ReportRow.dataset_root`) -> a short name: its folder's name, numbered
+    where folders of the same name differ (`/a/default`, `/b/default` -> `default (1)`, `default (2)`)."""
+    roots = list(dict.fromkeys(row.dataset_root for row in rows))
+    folders = {root: root.removeprefix("file://").rstrip("/").rsplit("/", 1)[-1] or root for root in roots}
+    names, seen = {}, {}
+    for root, folder in folders.items():
+        seen[folder] = seen.get(folder, 0) + 1
+        names[root] = folder if list(folders.values()).count(folder) == 1 else f"{folder} ({seen[folder]})"
+    return names
 
 
 def differing(rows: list[ReportRow]) -> list[str]:

@@ -39,6 +39,50 @@ def write_csv(results: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
+SAME_RUN_IGNORES = ("name", "out_dir", "metadata_snapshot", "decoder_calibration")
+"""Config fields that do not make two runs different runs (where they write, what they measured on the way)."""
+
+
+def keep_earlier_results(specs: list, out_dir: Path) -> list[str]:
+    """Name each spec (`dl.bench.spec.RunSpec`) so that its result replaces no other run's in `out_dir`: a
+    result file of the same name that holds the same run (dataset and settings alike, `SAME_RUN_IGNORES` aside), or
+    records no settings (a run that ended without a result), is replaced; one that holds another run (another
+    dataset, other settings) is kept, and the spec is numbered (`NAME-2`, `NAME-3`...). Renames the specs in place;
+    returns one line per spec that replaces or keeps a result, for the terminal."""
+    lines, taken = [], set()
+    for spec in specs:
+        base, number, kept = spec.name, 1, []
+        mine = {k: v for k, v in spec.public_dict().items() if k not in SAME_RUN_IGNORES}
+        while True:
+            name = base if number == 1 else f"{base}-{number}"
+            earlier = _earlier_config(Path(out_dir), name)
+            if name not in taken and (earlier is None or not earlier or earlier == mine):
+                break
+            if earlier:
+                differ = sorted(k for k in set(earlier) | set(mine) if earlier.get(k) != mine.get(k))
+                kept.append(f"{name}.json (another {', '.join(differ)})")
+            number += 1
+        if kept:
+            lines.append(f"{name}: kept the earlier result(s) {'; '.join(kept)} in {out_dir}, this run writes "
+                         f"{name}.json")
+        if earlier is not None:
+            lines.append(f"{name}: replacing the earlier {name}.json in {out_dir} (" + (
+                "the same run: same dataset and settings)" if earlier else "a run that recorded no settings)"))
+        spec.name = name
+        taken.add(name)
+    return lines
+
+
+def _earlier_config(out_dir: Path, name: str) -> dict | None:
+    """The config of the result `name` (or its rank 0's) in `out_dir`, without `SAME_RUN_IGNORES`; None where
+    there is none; {} for a result without a config (one the host wrote for a run that ended without one)."""
+    for path in (out_dir / f"{name}.json", out_dir / f"{name}-rank0.json"):
+        if path.is_file():
+            result = read_results([path])[0]
+            return {k: v for k, v in (result.get("config") or {}).items() if k not in SAME_RUN_IGNORES}
+    return None
+
+
 def write_folder_csv(folder: Path) -> int:
     """Write `folder/results.csv` with one row per result JSON in `folder` (not its subfolders), sorted by
     name, so the CSV always covers exactly what the folder holds; returns the number of rows."""

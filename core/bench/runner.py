@@ -28,6 +28,7 @@ from ..dataloader.build import quiet_fd_sharing
 from ..dataloader.shuffle import ideal_distinct_fraction
 from ..dataloader.world import resolve_ranks
 from ..format.episodes import episode_lengths
+from ..format.feature_selection import with_features
 from ..host.assembly import Assembly, build_loader, open_dataset
 from .ceiling import ceiling_shares
 from .ceiling_workers import decode_ceiling
@@ -115,9 +116,11 @@ def _build(spec: RunSpec) -> tuple[Assembly, dict, float]:
     t0 = time.perf_counter()
     meta = open_dataset(spec.root, spec.source, spec.source_options, snapshot=spec.metadata_snapshot)
     metadata_s = time.perf_counter() - t0
-    delta = {**mode_delta_timestamps(spec.mode, meta), **spec.delta_timestamps}
+    selected = with_features(meta, spec.features) if spec.features else meta  # the mode's windows on selected keys
+    delta = {**mode_delta_timestamps(spec.mode, selected), **spec.delta_timestamps}
     config = LoaderConfig(episodes=spec.episodes, delta_timestamps=delta or None, image_dtype=spec.image_dtype,
-                          tolerance_s=spec.tolerance_s, strict=spec.strict, seed=spec.seed)
+                          tolerance_s=spec.tolerance_s, frame_pairing=spec.frame_pairing, strict=spec.strict,
+                          seed=spec.seed, features=spec.features)
     built = build_loader(meta, spec.loader, spec.decoder, config=config, loader_options=spec.loader_options,
                          decoder_options=spec.decoder_options, wrap_decoder=TimedDecoder)
     return built, delta, metadata_s

@@ -155,9 +155,3 @@ def finish(submission: Submission, statuses: list[RunStatus], out_dir: Path) -> 
     folder; (this submission's results, the number of rows in the CSV)."""
     results = collect(submission, statuses)
     return results, write_folder_csv(Path(out_dir))
-
-
-def run_specs(scheduler: Scheduler, specs: list[RunSpec], out_dir: Path) -> list[dict]:
-    """Plan, submit, wait, collect, write `results.csv`."""
-    submission = submit_specs(scheduler, specs, out_dir)
-    return finish(submission, scheduler.wait(submission), out_dir)[0]

@@ -15,7 +15,8 @@ class RunSpec:
 
     What to load: `source`, `root` (None until the host resolves the embedded default dataset), `episodes`
     (None: all), `mode` (see `dl.bench.modes`), `delta_timestamps` (extra `{key: [s]}` windows, applied
-    over the mode's), `image_dtype`, `tolerance_s`, `strict` (`dl.contracts.config.LoaderConfig`);
+    over the mode's), `features` (None: all), `image_dtype`, `tolerance_s`, `frame_pairing`, `strict`
+    (`dl.contracts.config.LoaderConfig`);
     `metadata_snapshot`: the `metadata.json` of the `DatasetMeta.write_snapshot()` the host wrote, so the run reads
     no metadata itself.
     Which plugins: `loader`, `decoder`, `scheduler`, and their `*_options`; `world_size` ranks (each a
@@ -44,8 +45,10 @@ class RunSpec:
     episodes: list[int] | None = None
     mode: str = "single"
     delta_timestamps: dict[str, list[float]] = field(default_factory=dict)
+    features: list[str] | None = None
     image_dtype: str = "float32"
     tolerance_s: float = 1e-4
+    frame_pairing: str = "timestamp"
     strict: bool = False
     batch_size: int = 16
     num_workers: int = 2

@@ -3,8 +3,8 @@ reads, page faults), over enough time to mean something, with how much it varied
 
 A rate is events (samples) over the measured time, which starts after a warm-up; the measured time is cut into
 blocks of equal length and each block's rate computed, and the spread of those block rates says how steady the
-figure is. Measured on open50 (`pool`, 0 workers): the first 64 samples of a run ran at 49 samples/s, as against
-256 in steady state, because they paid for reading the pool's first episodes and opening their videos."""
+figure is. The warm-up matters: a run's first samples pay for reading the first episodes and opening their videos
+(`benchmarks/results/internals.md`, "Steady state")."""
 
 import time
 from collections.abc import Callable
@@ -55,11 +55,6 @@ class SteadyTimer:
         self._first: float | None = None
         self._start: float | None = None
         self._times: list[float] = []
-
-    @property
-    def warming(self) -> bool:
-        """The clock has not started yet."""
-        return self._start is None
 
     def tick(self, n: int = 1) -> bool:
         """`n` events arrived now; True once measuring is done."""

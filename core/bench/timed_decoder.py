@@ -31,6 +31,9 @@ class TimedDecoder(Decoder):
     def frames_in_run(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
         return self._timed(self.inner.frames_in_run, source, path, timestamps)
 
+    def depth_frames(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        return self._timed(self.inner.depth_frames, source, path, timestamps)
+
     def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
         return self._timed(self.inner.decode, source, requests)
 

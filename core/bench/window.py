@@ -43,6 +43,7 @@ def steady_window(dataset, spec: RunSpec, progress: Progress) -> dict:
     warmup_s = min(spec.warmup_s, spec.duration / 4)
     arrivals, sizes, fractions = [], [], []
     samples = frames = batches = epochs = 0
+    per_camera: dict[str, int] = {}  # frames in the window, per camera key
     if torch.distributed.is_initialized():
         torch.distributed.barrier()  # ranks start their windows together
     t_iter = time.perf_counter()
@@ -82,7 +83,10 @@ def steady_window(dataset, spec: RunSpec, progress: Progress) -> dict:
         arrivals.append(now)
         sizes.append(size)
         samples += size
-        frames += sum(_frames_in(batch[k]) for k in video_keys if k in batch)
+        for k in video_keys:
+            if k in batch:
+                per_camera[k] = per_camera.get(k, 0) + _frames_in(batch[k])
+        frames = sum(per_camera.values())
         if size == spec.batch_size:
             fractions.append(distinct_episode_fraction(_episode_ids(batch).numpy()))
         elapsed = now - window_start
@@ -98,6 +102,7 @@ def steady_window(dataset, spec: RunSpec, progress: Progress) -> dict:
         "samples_per_s_spread_pct": spread_pct(block_rates(arrivals, sizes, window_start, arrivals[-1],
                                                            WINDOW_BLOCK_S)),
         "decoded_frames_per_s": round(frames / wall, 2),
+        "decoded_frames_per_s_by_camera": {k: round(n / wall, 2) for k, n in per_camera.items()},
         "shuffle_randomness_frac": round(float(np.mean(fractions)), 4) if fractions else None,
         "first_batch_latency_s": round(first_batch_s, 3),
         **sample_latency_ms(arrivals, window_start, spec.batch_size),

@@ -8,7 +8,8 @@
   `Segment`, where a resumable loader stands.
 - `scheduler`: `Scheduler`, `Run`, `RunStatus`, `Submission`.
 - `config`: `LoaderConfig`, what every loader honours; `needs`: `DataLoaderNeeds`, what a plugin needs of
-  the torch DataLoader; `errors`: every error dl raises on purpose; `units`: byte sizes in options.
+  the torch DataLoader; `errors`: every error dl raises on purpose; `extras`: optional dependencies and the error
+  naming the extra to install; `units`: byte sizes in options.
 
 May import: nothing else of dl.
 For annotations only: `dl.format` (a loader is built on a `DatasetMeta`).

@@ -14,12 +14,18 @@ if TYPE_CHECKING:
     from .needs import DataLoaderNeeds
 
 
+SHOWN_AFTER_S = 1e-5
+"""A decoder asked for the frame at timestamp t decodes the frame shown at t + this (s): a frame's time computed in
+another unit (or stored as float32) may round to just below the frame's presentation time."""
+
+
 @dataclass
 class DecodedFrames:
     """Frames decoded from one file.
 
     Attributes:
-        data: uint8 `[N, C, H, W]`, RGB (on the decoder's device: the CPU, or the GPU for `nvdec`).
+        data: uint8 `[N, C, H, W]`, RGB (on the decoder's device: the CPU, or the GPU for `nvdec`); for a depth
+            request (`FrameRequest.depth`), int16 `[N, 1, H, W]` on the CPU, the stream's 12-bit codes.
         pts_s: float64 `[N]` on the CPU, each frame's presentation time in seconds (file timeline).
     """
 
@@ -36,11 +42,14 @@ class FrameRequest:
         timestamps: seconds on the file's timeline.
         run: True when `timestamps` are consecutive frames in increasing order (frames k, k+1, ..., k+n-1), which
             a decoder may decode in one pass after one seek (`Decoder.frames_in_run`).
+        depth: the file is a depth camera's 12-bit stream (LeRobot 0.6's `gray12le` HEVC): its codes are asked for,
+            not RGB pictures (`Decoder.depth_frames`).
     """
 
     path: str
     timestamps: tuple[float, ...]
     run: bool = False
+    depth: bool = False
 
 
 @runtime_checkable
@@ -112,6 +121,21 @@ class Decoder(ABC):
         """
         return self.frames_at(source, path, timestamps)
 
+    def depth_frames(self, source: Source, path: str, timestamps: list[float]) -> DecodedFrames:
+        """Decode the frames of a depth camera's 12-bit stream nearest `timestamps` (seconds, file timeline), as
+        their codes: int16 `[N, 1, H, W]` on the CPU, 0..4095 (the caller dequantizes them, `dl.format.depth`, and
+        checks the tolerance). The built-in decoders read them with PyAV, as LeRobot 0.6.1 does
+        (`dl.kits.video.depth_video`). Default: refused.
+
+        Raises:
+            DecoderUnavailableError: this decoder does not decode depth streams.
+            VideoDecodeError: the file cannot be opened or decoded.
+        """
+        from .errors import DecoderUnavailableError
+
+        raise DecoderUnavailableError(f"decoder {self.name} does not decode depth cameras ({path}); use the cpu "
+                                      "decoder (--decoder cpu), or leave the depth camera out (features=...).")
+
     def decode_images(self, images: Sequence[bytes]) -> list["torch.Tensor"]:
         """Decode image features (PNG or JPEG files stored in the data parquet, dtype "image"), one tensor per image:
         `[C, H, W]` with C the image's bands (3 for RGB, 1 for grayscale, 4 with alpha), uint8 for 8-bit images,
@@ -125,15 +149,16 @@ class Decoder(ABC):
 
     def decode(self, source: Source, requests: Sequence[FrameRequest]) -> list[DecodedFrames]:
         """Decode several files' frames (e.g. every camera of one sample), one result per request, in order.
-        A run (`FrameRequest.run`) goes to `frames_in_run`, anything else to `frames_at`. Default: one request
+        A depth stream (`FrameRequest.depth`) goes to `depth_frames`, a run (`FrameRequest.run`) to `frames_in_run`,
+        anything else to `frames_at`. Default: one request
         after another; a decoder may decode the files concurrently where that is faster (`cpu` does with
         `camera_threads`).
 
         Raises:
             VideoDecodeError: as `frames_at`.
         """
-        return [(self.frames_in_run if r.run else self.frames_at)(source, r.path, list(r.timestamps))
-                for r in requests]
+        return [(self.depth_frames if r.depth else self.frames_in_run if r.run else self.frames_at)(
+            source, r.path, list(r.timestamps)) for r in requests]
 
     def dataloader_needs(self) -> "DataLoaderNeeds":
         """What this decoder needs of the DataLoader (e.g. `spawn` workers for a CUDA decoder); nothing by

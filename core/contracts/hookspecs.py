@@ -7,7 +7,9 @@ group of its distribution. When the hooks fire: the host first imports every plu
 decoders, schedulers, each with a `register` bound to that plugin's distribution. That happens once per
 process, at the first `dl.host.manager.get_plugins()` (the first `dl` command, `dl.make_dataset()` call or
 benchmark run that needs a plugin), and again at every explicit `dl.host.manager.load_plugins()` (tests build
-fresh registries this way). DataLoader workers and benchmark run processes load plugins on their own.
+fresh registries this way). Each benchmark run process loads plugins on its own; DataLoader workers load none:
+forked workers inherit the built objects and spawned ones receive them pickled (docs/plugins.md, "When the hooks
+fire").
 Every factory takes its kind's positional arguments, then its own options as keyword arguments with
 defaults (`dl plugins` lists them; an option a factory does not take is refused before anything runs).
 """

@@ -1,9 +1,8 @@
 """Shared-memory buffers for the camera frames of DataLoader batches, reused across batches, so a worker copies a
 batch's frames into pages that are already mapped instead of into a fresh shared-memory segment each time.
 
-Measured on this 2-core machine (640x480 uint8 frames): copying a frame into a fresh shared segment takes
-0.32 ms (the kernel zero-fills every page on first touch), into a reused one 0.044 ms; on a two-camera AV1
-dataset the fresh segments took a third of a map-loader worker's time.
+A fresh segment costs a page fault and the kernel's zero-fill on every page's first touch, which a reused one does
+not pay (`benchmarks/results/internals.md`, "Frames across the worker boundary").
 
 How a buffer comes back: each pooled buffer ends with a 16-byte trailer after the frames, in the shared pages
 both processes map: a tag and a state byte. The worker (`SharedFrameBuffers.take`) reuses a buffer only when

@@ -1,22 +1,21 @@
 """Camera frames across the DataLoader's worker boundary, at the lowest cost in copies and page faults.
 
-Measured on open50 (640x480, map loader, 2 workers, 2 cores): torch's `default_collate` stacks a batch's frames
-into NCHW memory, a transposing copy of the decoders' HWC memory that costs 0.8 ms per frame in shared memory
-(4x that for float32), each batch in freshly faulted pages. So dl's DataLoader (`dl.dataloader.build.build_dataloader`)
+torch's `default_collate` stacks a batch's frames into NCHW memory, a transposing copy of the decoders' HWC memory,
+each batch in freshly faulted pages. So dl's DataLoader (`dl.dataloader.build.build_dataloader`)
 stacks frames in the decoders' memory order (`FrameCollate`: channels last, a straight copy), in a worker into
 shared-memory buffers the main process hands back for reuse (`dl.dataloader.frame_buffers`), and sends the small tabular
 tensors inside the pickled batch instead of a shared-memory segment each (`dl.dataloader.inline_tensors`).
 
-float32 frames: a worker's samples keep uint8 frames and `stack_frames` divides them by 255 while it stacks the
-batch, one pass from the decoded frame into the batch's float32 memory (`float32_into`), in the workers, so the
-main process (the training loop) does no per-pixel work. Measured against converting in the main process after
-the worker boundary: 1.08x the samples/s on a two-camera AV1 dataset, 1.04x on open50 (2 workers, 4 of 4
-interleaved pairs each). For training on a GPU, ask for uint8 and convert there with `images_to_float`.
+float32 frames: a worker's samples keep uint8 frames and `stack_frames` divides them by 255 while it stacks the batch,
+one pass from the decoded frame into the batch's float32 memory (`float32_into`), in the workers, so the main process
+(the training loop) does no per-pixel work (`benchmarks/results/internals.md`, "Frames across the worker boundary",
+compares it with converting after the worker boundary). For training on a GPU, ask for uint8 and convert there with
+`images_to_float`.
 
 Without workers the same holds in the iterating process: the loader gives uint8 frames while the DataLoader fetches
 a batch, the collate converts them in the pass that stacks the batch, and batches stack into buffers that no batch
-in use holds any more. Measured on open50 (`pool`, batch 16, float32, 0 workers, 2 cores): 427 -> 850 samples/s
-(converting each sample, then stacking into fresh memory, against one conversion pass into reused memory).
+in use holds any more: one conversion pass into reused memory instead of converting each sample and then stacking
+it into fresh memory.
 """
 
 from collections.abc import Iterable
@@ -81,9 +80,10 @@ def stack_frames(frames: list[torch.Tensor], buffers: SharedFrameBuffers | Local
 
 class FrameCollate:
     """`default_collate`'s values, except that the camera keys are stacked by `stack_frames` (channels-last
-    memory, no transposing copy: 2.5x less collate time per uint8 frame, measured) and that, in a DataLoader
-    worker, small tensors travel inside the pickled batch (`dl.dataloader.inline_tensors.collate_inline`). Batches of
-    anything but sample dicts are collated by `collate_inline` as a whole.
+    memory, no transposing copy), that list and None values are kept as a list per batch (`listed_keys`: language
+    columns; LeRobot's own collate drops them), and that, in a DataLoader worker, small tensors travel inside the
+    pickled batch (`dl.dataloader.inline_tensors.collate_inline`). Batches of anything but sample dicts are collated
+    by `collate_inline` as a whole.
 
     Args:
         video_keys: the camera keys of the samples.
@@ -104,10 +104,19 @@ class FrameCollate:
         if not samples or not isinstance(samples[0], dict):
             return collate_inline(samples)
         cameras = [k for k in self.video_keys if isinstance(samples[0].get(k), torch.Tensor)]
-        rest = collate_inline([{k: v for k, v in s.items() if k not in cameras} for s in samples])
+        kept = {k: [s[k] for s in samples] for k in listed_keys(samples[0])}
+        rest = collate_inline([{k: v for k, v in s.items() if k not in cameras and k not in kept} for s in samples])
         buffers = self.buffers if torch.utils.data.get_worker_info() is not None else self.local_buffers
         stacked = {k: stack_frames([s[k] for s in samples], buffers, self.float32) for k in cameras}
-        return {k: stacked[k] if k in stacked else rest[k] for k in samples[0]}
+        return {k: stacked[k] if k in stacked else kept[k] if k in kept else rest[k] for k in samples[0]}
+
+
+def listed_keys(sample: dict) -> list[str]:
+    """The keys of `sample` a batch keeps as a list of the samples' values: lists (LeRobot 0.6's language columns,
+    a list of message dicts per frame, which `default_collate` would transpose across the batch, or fail on) and
+    None (a feature info.json lists whose column the data lacks, as LeRobot 0.6.1 serves `subtask_index` after its
+    annotation tool dropped it)."""
+    return [k for k, v in sample.items() if v is None or isinstance(v, list)]
 
 
 def images_to_float(batch: dict, video_keys: Iterable[str], device: "str | torch.device | None" = None,

@@ -1,14 +1,12 @@
 """Small tensors of a batch cross the DataLoader's worker boundary inside the pickled batch, not in shared memory.
 
-torch sends each CPU tensor of a worker's batch in a shared-memory segment of its own. The main process then
-fetches the segment's file descriptor over a socket, with multiprocessing's authentication handshake, once per
-tensor and whatever its size. Measured on this 2-core machine (2 workers, batches of 8 tensors): 2 KB tensors
-cost 1.6-2.0 ms per batch that way and 0.19 ms pickled inline; at 64 KB the two are 1.4 and 1.0 ms; from
-256 KB shared memory wins. A batch's tabular keys (actions, state, timestamp, index... seven on open50) are a
-few KB each, so dl's collate (`dl.dataloader.frames.FrameCollate`) stacks them into `InlineTensor`s, whose
-pickle carries the bytes and unpickles to a plain tensor: the main process, and a `pin_memory` thread, receive
-ordinary tensors.
-"""
+torch sends each CPU tensor of a worker's batch in a shared-memory segment of its own. The main process then fetches
+the segment's file descriptor over a socket, with multiprocessing's authentication handshake, once per tensor and
+whatever its size, which costs more than pickling a small tensor's bytes (where the two cross:
+`benchmarks/results/internals.md`, "Frames across the worker boundary"). A batch's tabular keys (actions, state,
+timestamp, index... seven on open50) are a few KB each, so dl's collate (`dl.dataloader.frames.FrameCollate`) stacks
+them into `InlineTensor`s, whose pickle carries the bytes and unpickles to a plain tensor: the main process, and a
+`pin_memory` thread, receive ordinary tensors. """
 
 import torch
 import torch.utils.data

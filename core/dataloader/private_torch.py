@@ -4,7 +4,7 @@ version); none is silent.
 
 - `torch._C._storage_Use_Count`: whether the main process still references a batch's frame buffer
   (`dl.dataloader.frame_buffers`). Without it buffers are never reused: each batch's frames go to fresh shared
-  memory, as torch's own collate does (about 7x slower per frame to fill, measured on 640x480 frames).
+  memory, as torch's own collate does (slower to fill: `benchmarks/results/internals.md`).
 - `torch.UntypedStorage._new_shared`: a storage allocated straight in shared memory. Without it a storage is
   allocated, then moved to shared memory (`share_memory_()`, one more copy).
 - `DataLoader._iterator`: the iterator that owns persistent workers, dropped after `load_state_dict` so the

@@ -6,6 +6,8 @@
 - `tabular`: an episode's rows from its data parquet file, as numpy arrays.
 - `delta`: `delta_timestamps` as frame offsets, with LeRobot's clamping and `_is_pad` masks.
 - `samples`: LeRobot-compatible sample dicts from rows and decoded frames (`SampleBuilder`).
+- `frame_times`: each video's presentation times from its MP4 index; `timestamp_checks`, `checks`,
+  `selection_checks`: which frame a row gets, and what is refused; `feature_selection`: `features=[...]`.
 
-May import: `dl.contracts`.
+May import: `dl.contracts`, `dl.kits.mp4_index` (a video's frame times, read from its container index).
 """

@@ -5,19 +5,15 @@ The rule: where values would be wrong (a sample would carry another frame, anoth
 wrong span) or LeRobot would crash, refuse with an error naming the file, the episode and what to do; where LeRobot
 serves the data and the values are what is stored, warn once (`dl.contracts.errors.warn`), naming what was found.
 
-Timestamps follow LeRobot 0.4.x's `tolerance_s`: a row's camera frame is the one whose presentation time is nearest
-the row's `timestamp` plus the camera's `from_timestamp`, served when it is less than `tolerance_s` away. Recorded
-(wall-clock) timestamps, offset and drifting from `frame_index / fps`, are served when the tolerance allows;
-`timestamp_gaps` finds the largest gap up front, so a dataset the tolerance would not serve is refused before a
-run with the `tolerance_s` that would serve it.
+Timestamps are checked against the files' real frame times (`dl.format.timestamp_checks`): a dataset the tolerance
+would not serve is refused before a run, with the fix.
 """
-
-import math
 
 import numpy as np
 
-from ..contracts.errors import DatasetFormatError, TimestampToleranceError, format_indices, warn
+from ..contracts.errors import DatasetFormatError, format_indices, warn
 from .features import NUMERIC_DTYPES
+from .timestamp_checks import check_pairing, check_tolerance, timestamp_gaps
 
 RATE_SLACK = 0.05
 """Relative difference between the timestamps' median spacing and 1/fps above which info.json's fps is taken as
@@ -58,75 +54,15 @@ def check_episode_rows(where: str, episode, fps: float, arrays: dict) -> None:
                 "the wrong span. Fix the fps in meta/info.json or the timestamps.")
 
 
-def timestamp_gaps(episode, fps: float, timestamps: np.ndarray) -> tuple[float, int, str] | None:
-    """The largest gap (s) between a row's camera query (`timestamp` + the camera's `from_timestamp`) and the
-    nearest frame of the episode's own span of the file (frames at multiples of 1/fps), with its row and camera;
-    None without cameras. LeRobot takes the nearest frame of the whole file, which past the span's ends belongs to
-    another episode (or lies past the file's end, and fails); dl's nearest frame stays within the episode."""
-    worst = None
-    ts = np.asarray(timestamps, dtype=np.float64).reshape(-1)
-    for key, span in episode.videos.items():
-        first, last = frame_range(span, fps, episode.length)
-        query = span.from_timestamp + ts
-        frame = np.clip(np.rint(query * fps), first, last)
-        gap = np.abs(query - frame / fps)
-        row = int(gap.argmax())
-        if worst is None or gap[row] > worst[0]:
-            worst = (float(gap[row]), row, key)
-    return worst
-
-
-def frame_range(span, fps: float, length: int) -> tuple[int, int]:
-    """First and last frame number (file timeline, frames at multiples of 1/fps) of a camera's episode span: from
-    `from_timestamp`, one frame per row (LeRobot's writers encode one frame per row; a `to_timestamp` one frame
-    short of it, as some writers leave it, is not taken to drop the last frame)."""
-    first = int(round(span.from_timestamp * fps))
-    return first, first + max(length, 1) - 1
-
-
-def suggest_tolerance(gap: float) -> float:
-    """A `tolerance_s` that serves a largest gap of `gap` s (LeRobot's test is gap < tolerance_s): the next 0.1 ms."""
-    return (math.floor(gap * 1e4 + 1e-6) + 1) / 1e4
-
-
-def check_tolerance(where: str, episode, fps: float, timestamps: np.ndarray, tolerance_s: float,
-                    others: list[int] = ()) -> float:
-    """Refuse an episode whose timestamps `tolerance_s` would not serve (`timestamp_gaps`); returns its largest gap.
-    `others`: further episodes the tolerance would not serve (named in the message; this one has the largest gap).
-
-    Raises:
-        TimestampToleranceError: with the row, the gap, the shift of the timestamps from frame_index / fps when
-            they are shifted, and the `--tolerance-s` that would serve the episode(s).
-    """
-    found = timestamp_gaps(episode, fps, timestamps)
-    if found is None or found[0] < tolerance_s:
-        return 0.0 if found is None else found[0]
-    gap, row, key = found
-    ts = np.asarray(timestamps, dtype=np.float64).reshape(-1)
-    shift = float(np.median(ts - np.arange(len(ts)) / fps))
-    shifted = (f" Its timestamps are shifted by {shift:+.6f} s ({shift * fps:+.2f} frames) from frame_index / fps."
-               if abs(shift) * fps >= 0.5 else "")
-    first, last = frame_range(episode.videos[key], fps, episode.length)
-    beyond = not first <= round((episode.videos[key].from_timestamp + ts[row]) * fps) <= last
-    past = (" That row's timestamp lies outside the episode's frames: LeRobot would take another episode's frame "
-            "there (or fail past the file's end); dl takes the episode's nearest own frame." if beyond else "")
-    also = (f" The same holds for {len(others)} more episode(s) ({format_indices(list(others))}); this gap is the "
-            "largest." if others else "")
-    them = "them" if others else "it"
-    raise TimestampToleranceError(
-        f"{where}: episode {episode.index}: row {row} (timestamp {ts[row]:.6f} s) is {gap:.6f} s from the nearest "
-        f"frame of camera {key} in its span of {episode.videos[key].path}, more than tolerance_s={tolerance_s}."
-        f"{past}{shifted}{also} --tolerance-s {suggest_tolerance(gap)} (tolerance_s={suggest_tolerance(gap)}) would "
-        f"serve {them}, each row getting the frame nearest its timestamp as in LeRobot; or fix the timestamps, or "
-        "leave the episode out.")
-
-
-def check_rows(meta, episode, arrays: dict, tolerance_s: float | None) -> tuple[float, dict[str, int]]:
-    """Every check of one episode's rows: structure (`check_episode_rows`), task indices (`check_indices`) and,
-    unless `tolerance_s` is None, its timestamps against the tolerance (`check_tolerance`).
+def check_rows(meta, episode, arrays: dict, tolerance_s: float | None,
+               frame_pairing: str = "timestamp") -> tuple[float, dict[str, int]]:
+    """Every check of one episode's rows: structure (`check_episode_rows`), task indices (`check_indices`) and the
+    frames its rows get: with `frame_pairing="timestamp"`, unless `tolerance_s` is None, its timestamps against the
+    tolerance (`check_tolerance`); with "row", one frame per row in every camera's span (`check_pairing`).
 
     Returns:
-        (the largest gap between a row's camera query and its frame, in s; NaN/inf counts by float feature).
+        (the largest gap between a row's camera query and its frame, in s (0 with row pairing); NaN/inf counts by
+        float feature).
 
     Raises:
         DatasetFormatError, TimestampToleranceError: as those checks.
@@ -134,11 +70,14 @@ def check_rows(meta, episode, arrays: dict, tolerance_s: float | None) -> tuple[
     where = f"{meta.source.url}/{episode.data_path}"
     check_episode_rows(where, episode, meta.fps, arrays)
     check_indices(where, episode, arrays, meta.tasks, meta.subtasks)
-    if tolerance_s is None:
-        found = timestamp_gaps(episode, meta.fps, arrays["timestamp"])
+    if frame_pairing == "row":
+        check_pairing(where, meta, episode)
+        gap = 0.0
+    elif tolerance_s is None:
+        found = timestamp_gaps(meta, episode, arrays["timestamp"])
         gap = 0.0 if found is None else found[0]
     else:
-        gap = check_tolerance(where, episode, meta.fps, arrays["timestamp"], tolerance_s)
+        gap = check_tolerance(where, meta, episode, arrays["timestamp"], tolerance_s)
     return gap, nonfinite_counts(meta.features, arrays)
 
 

@@ -1,7 +1,10 @@
 """Arrow columns of an episode's rows as what a sample is built from: numeric and string columns as numpy arrays
 `[rows, *shape]`, image columns (PNG/JPEG bytes in the data parquet) as `ImageColumn`s that keep the bytes in Arrow
-memory (a memory map stays a memory map), and numeric values cast to their info.json dtype only where no value
-changes (LeRobot's `datasets` loader casts with Arrow's safe cast and fails on one that would)."""
+memory (a memory map stays a memory map), LeRobot 0.6's language columns as `LanguageColumn`s, and numeric values
+cast to their info.json dtype only where no value changes (LeRobot's `datasets` loader casts with Arrow's safe cast
+and fails on one that would)."""
+
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -11,10 +14,10 @@ from ..contracts.errors import DatasetFormatError, warn
 from .features import NUMERIC_DTYPES, arrow_leaf, column_type_problem, holds_text
 
 
-class ImageColumn:
-    """An image feature's column: one PNG or JPEG file's bytes per row, in an Arrow binary array (zero-copy from a
-    memory-mapped store or a read batch). `column[rows]` gives the rows' bytes (a list, for an int array of rows);
-    `nbytes` counts the encoded bytes."""
+class ArrowColumn:
+    """A column kept as an Arrow array (zero-copy from a memory-mapped store or a read batch), converted row by row
+    when a sample asks: `column[row]` one row's value, `column[rows]` (an int array) a list of them; `nbytes` counts
+    the Arrow bytes."""
 
     __slots__ = ("array",)
 
@@ -26,20 +29,73 @@ class ImageColumn:
 
     def __getitem__(self, rows):
         if isinstance(rows, int | np.integer):
-            return self.array[int(rows)].as_py()
-        return [self.array[int(r)].as_py() for r in np.asarray(rows).reshape(-1)]
+            return self._value(int(rows))
+        return [self._value(int(r)) for r in np.asarray(rows).reshape(-1)]
+
+    def _value(self, row: int):
+        return self.array[row].as_py()
 
     @property
     def nbytes(self) -> int:
         return self.array.nbytes
 
-    def copy(self) -> "ImageColumn":
+    def copy(self) -> "ArrowColumn":
         """A copy in buffers of its own (a slice would keep the whole batch it was read in alive)."""
-        return ImageColumn(pa.concat_arrays([self.array.slice(0, 0), self.array]) if len(self.array) else self.array)
+        return type(self)(pa.concat_arrays([self.array.slice(0, 0), self.array]) if len(self.array) else self.array)
 
 
-EpisodeArrays = dict[str, "np.ndarray | ImageColumn"]
-"""One episode's columns: `{key: array [length, *shape]}` in the feature's dtype, or an `ImageColumn`."""
+class ImageColumn(ArrowColumn):
+    """An image feature's column: one PNG or JPEG file's bytes per row, in an Arrow binary array."""
+
+
+LANGUAGE_FIELDS = {"language_persistent": ("role", "content", "style", "timestamp", "camera", "tool_calls"),
+                   "language_events": ("role", "content", "style", "camera", "tool_calls")}
+"""LeRobot 0.6's language columns and the fields of their messages (`lerobot.datasets.language`)."""
+
+
+def _language_type(name: str) -> pa.DataType:
+    kinds = {"timestamp": pa.float32(), "tool_calls": pa.list_(pa.string())}
+    return pa.list_(pa.struct([(f, kinds.get(f, pa.string())) for f in LANGUAGE_FIELDS[name]]))
+
+
+class LanguageColumn(ArrowColumn):
+    """A LeRobot 0.6 language column (`language_persistent` / `language_events`): per row a list of messages, each a
+    dict of `LANGUAGE_FIELDS`, served as LeRobot 0.6.1's `datasets` features give them: `timestamp` a float32 value,
+    `tool_calls` None or a list of JSON values (its `datasets.Json`: decoded from JSON text). Kept in one Arrow type
+    per column (`of`), `tool_calls` as JSON text, whatever types the annotation writer's inference gave the file
+    (it infers them from the values: `list<null>` for a column of empty lists)."""
+
+    @classmethod
+    def of(cls, column: pa.Array | pa.ChunkedArray, name: str) -> "LanguageColumn":
+        """The column `name` (a key of `LANGUAGE_FIELDS`) in its canonical Arrow type."""
+        arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        want = _language_type(name)
+        if arr.type == want:
+            return cls(arr)
+        fields = LANGUAGE_FIELDS[name]
+        rows = [None if messages is None else [{f: _language_field(m, f) for f in fields} for m in messages]
+                for messages in arr.to_pylist()]
+        return cls(pa.array(rows, want))
+
+    def _value(self, row: int):
+        messages = self.array[row].as_py()
+        for message in messages or ():
+            calls = message.get("tool_calls")
+            if calls is not None:
+                message["tool_calls"] = [json.loads(c) for c in calls]
+        return messages
+
+
+def _language_field(message: dict, field: str):
+    value = message.get(field)
+    if field == "tool_calls" and value is not None:
+        return [v if isinstance(v, str) else json.dumps(v) for v in value]
+    return value
+
+
+EpisodeArrays = dict[str, "np.ndarray | ArrowColumn"]
+"""One episode's columns: `{key: array [length, *shape]}` in the feature's dtype, or an `ArrowColumn` (images,
+language)."""
 
 
 def image_bytes(column: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
@@ -66,7 +122,7 @@ def is_image_type(arrow_type: pa.DataType) -> bool:
 
 def table_to_arrays(table: pa.Table | pa.RecordBatch) -> EpisodeArrays:
     """Columns as numpy arrays `[rows, *shape]`, zero-copy where Arrow allows (numeric, no nulls); image columns as
-    `ImageColumn`s.
+    `ImageColumn`s, LeRobot 0.6's language columns as `LanguageColumn`s.
 
     List columns (`list<float32>`, nested lists) become one dense array; string columns become object arrays.
 
@@ -76,8 +132,12 @@ def table_to_arrays(table: pa.Table | pa.RecordBatch) -> EpisodeArrays:
     out: EpisodeArrays = {}
     for name in table.column_names:
         column = table.column(name)
-        out[name] = ImageColumn(image_bytes(column, name)) if is_image_type(column.type) else _column_to_numpy(column,
-                                                                                                               name)
+        if name in LANGUAGE_FIELDS:
+            out[name] = LanguageColumn.of(column, name)
+        elif is_image_type(column.type):
+            out[name] = ImageColumn(image_bytes(column, name))
+        else:
+            out[name] = _column_to_numpy(column, name)
     return out
 
 
@@ -96,18 +156,29 @@ def _column_to_numpy(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarra
     return arr.to_numpy(zero_copy_only=False).reshape(n, *shape)
 
 
+DROPPED_BY_ANNOTATION = ("subtask_index",)
+"""Columns info.json may list that a data file lacks: LeRobot 0.6.1's `lerobot-annotate` drops LeRobot 0.4's
+`subtask_index` from the parquet and leaves it in info.json; LeRobot serves it as None."""
+_WARNED: set[str] = set()
+
+
 def check_schema(where: str, schema: pa.Schema, features: dict, keys: list[str]) -> None:
-    """Refuse a data file whose columns cannot hold `keys` as info.json describes them: a missing column, or one
-    of another kind (`dl.format.features.column_type_problem`: images for a float vector...); warn where numbers
-    are written as text (parsed when read).
+    """Refuse a data file whose columns cannot hold `keys` as info.json describes them: a missing column (but
+    `DROPPED_BY_ANNOTATION`'s, warned about), or one of another kind (`dl.format.features.column_type_problem`:
+    images for a float vector...); warn where numbers are written as text (parsed when read).
 
     Raises:
         DatasetFormatError: naming the file and the columns.
     """
-    missing = [k for k in keys if k not in schema.names]
+    missing = [k for k in keys if k not in schema.names and k not in DROPPED_BY_ANNOTATION]
     if missing:
         raise DatasetFormatError(f"{where} lacks column(s) {', '.join(missing)} listed in info.json.")
-    for key in keys:
+    for key in DROPPED_BY_ANNOTATION:
+        if key in keys and key not in schema.names and key not in _WARNED:
+            _WARNED.add(key)  # once per process: every data file of an annotated dataset lacks it
+            warn(f"{where} has no {key} column, which meta/info.json lists (LeRobot 0.6.1's annotation tool drops "
+                 f"it); {key} is served as None, as LeRobot serves it, and no subtask string.")
+    for key in (k for k in keys if k in schema.names):
         feature = features.get(key, {})
         problem = column_type_problem(key, feature, schema.field(key).type)
         if problem:

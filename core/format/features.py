@@ -7,7 +7,6 @@ or JPEG bytes in the data parquet, the `datasets.Image` struct `{bytes, path}`),
 0.6, "language" (the `language_persistent` / `language_events` annotation columns).
 """
 
-import numpy as np
 import pyarrow as pa
 
 from ..contracts.errors import DatasetFormatError
@@ -53,23 +52,19 @@ def video_info(feature: dict) -> dict:
 
 
 def is_depth_map(feature: dict) -> bool:
-    """Whether a video feature is a depth camera (`video.is_depth_map`, as LeRobot writes it)."""
-    return bool(video_info(feature).get("video.is_depth_map"))
+    """Whether a video feature is a depth camera: `is_depth_map` in its `info` (LeRobot 0.6) or
+    `video.is_depth_map` (LeRobot 0.4), as LeRobot 0.6.1's `encoder_config_from_video_info` reads them."""
+    info = video_info(feature)
+    return feature.get("dtype") == "video" and bool(info.get("is_depth_map") or info.get("video.is_depth_map"))
 
 
 def left_out(features: dict) -> dict[str, str]:
-    """The features dl does not serve, `{key: why, in words}`: depth-map cameras (LeRobot 0.6 writes them as
-    12-bit log-quantized streams it dequantizes to millimetres; decoded as 8-bit RGB they would be wrong values)
-    and LeRobot 0.6's language annotation columns (lists of messages per row, which need LeRobot 0.6's collator)."""
-    out = {}
-    for key, feature in features.items():
-        if feature.get("dtype") == "video" and is_depth_map(feature):
-            pix = str(video_info(feature).get("video.pix_fmt") or "unknown pixel format")
-            out[key] = (f"a depth-map camera ({pix}); LeRobot 0.6 dequantizes these streams to depth values, which "
-                        "dl does not do yet")
-        elif feature.get("dtype") == "language":
-            out[key] = "a LeRobot 0.6 language annotation column (lists of messages per frame)"
-    return out
+    """The features dl does not serve, `{key: why, in words}`: a "language" feature other than LeRobot 0.6's two
+    annotation columns (`language_persistent`, `language_events`, served as lists of messages per frame). Depth
+    cameras are served (`dl.format.depth`)."""
+    return {key: "a language feature LeRobot 0.6 does not define (its language columns are language_persistent and "
+                 "language_events)" for key, feature in features.items()
+            if feature.get("dtype") == "language" and key not in ("language_persistent", "language_events")}
 
 
 def camera_keys(features: dict, dtype: str) -> list[str]:
@@ -113,9 +108,3 @@ def holds_text(arrow_type: pa.DataType) -> bool:
     them, with a warning)."""
     leaf = arrow_leaf(arrow_type)
     return pa.types.is_string(leaf) or pa.types.is_large_string(leaf)
-
-
-def numpy_dtype(feature: dict) -> np.dtype | None:
-    """The numpy dtype a numeric feature is served in (None for other dtypes)."""
-    dtype = feature.get("dtype")
-    return np.dtype(dtype) if dtype in NUMERIC_DTYPES else None

@@ -27,9 +27,11 @@ from ..contracts.errors import (
     warn,
 )
 from ..contracts.source import FileSpan, Prefetches, Source
+from .depth import DepthQuantizer
 from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
 from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
-from .features import camera_keys, check_features, left_out, video_info
+from .features import camera_keys, check_features, is_depth_map, left_out, video_info
+from .frame_times import FrameTimes
 
 __all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
 
@@ -50,6 +52,10 @@ class DatasetMeta:
         video_keys: the cameras stored as video (dtype "video"), in info.json order, less those left out.
         image_keys: the cameras stored as PNG/JPEG bytes in the data parquet (dtype "image").
         camera_keys: video and image keys, in info.json order (LeRobot's `camera_keys`).
+        tools: info.json's `tools` list (function schemas LeRobot 0.6's annotation tool declares for the tool calls
+            in its language columns; [] when absent, where LeRobot's `meta.tools` gives its default `say` schema).
+        depth: `{key: DepthQuantizer}` of the depth cameras among the video keys (`dl.format.depth`: served as
+            depth, float32 `[1, H, W]` in mm or m, not as pictures), in info.json order.
         left_out: `{key: why}`: features dl does not serve (`dl.format.features.left_out`), each named in a
             one-line warning when loading.
         columns: every episode's metadata as arrays (`dl.format.episodes.EpisodeColumns`): what loaders,
@@ -61,6 +67,8 @@ class DatasetMeta:
         stats: the parsed `meta/stats.json` ({} when absent).
         files: `{relative path: size in bytes}` of every file under `meta/` and the top folders of
             `data_path` and `video_path`, listed once when loading.
+        frame_times: the video files' frame times read so far (`dl.format.frame_times.FrameTimes`), read by the
+            process that builds a loader and carried with this object to workers and ranks.
 
     Raises (from `load`):
         DatasetFormatError: not a v3.0 dataset, or metadata missing/inconsistent.
@@ -71,12 +79,16 @@ class DatasetMeta:
         self.source, self.info, self.columns, self.tasks, self.stats = source, info, columns, tasks, stats
         self.episodes = EpisodeMapping(columns)
         self.files, self.subtasks = files, subtasks or {}
+        self.frame_times = FrameTimes()
         self.fps: int = info["fps"]
         self.features: dict = info["features"]
         self.left_out: dict[str, str] = left_out(self.features)
         self.video_keys: list[str] = camera_keys(self.features, "video")
         self.image_keys: list[str] = camera_keys(self.features, "image")
         self.camera_keys: list[str] = [k for k in self.features if k in self.video_keys or k in self.image_keys]
+        self.tools: list[dict] = list(info.get("tools") or [])
+        self.depth: dict[str, DepthQuantizer] = {k: DepthQuantizer.of(k, self.features[k]) for k in self.video_keys
+                                                 if is_depth_map(self.features[k])}
 
     @classmethod
     def load(cls, source: Source) -> "DatasetMeta":
@@ -318,8 +330,8 @@ def _read_info(source: Source) -> dict:
         info = _read_json(source, "meta/info.json")
     except SourceFileNotFoundError:
         raise DatasetFormatError(
-            f"{source.url} has no meta/info.json: point --root at a LeRobot v3.0 dataset root (the folder "
-            "holding meta/, data/ and videos/)."
+            f"{source.url} has no meta/info.json: give the root of a LeRobot v3.0 dataset (the folder holding "
+            "meta/, data/ and videos/)."
         ) from None
     if not isinstance(info, dict):
         raise DatasetFormatError(f"{source.url}/meta/info.json holds a JSON {type(info).__name__}, not an object.")

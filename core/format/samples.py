@@ -3,26 +3,28 @@
 A sample is a dict: every non-camera feature as a tensor in its info.json dtype (shape-[1] scalars come
 back 0-d, as `LeRobotDataset` returns them), `task` (str; and `subtask` where the dataset has LeRobot 0.4's
 `subtask_index` and meta/subtasks.parquet), and each camera key, video or image feature, as `[C, H, W]` (float32 in
-[0, 1], or uint8). A key in `delta_timestamps` yields `[T, ...]` and a bool `{key}_is_pad [T]`.
+[0, 1], or uint8), a depth camera (`dl.format.depth`) as float32 `[1, H, W]` in mm or m. A key in
+`delta_timestamps` yields `[T, ...]` and a bool `{key}_is_pad [T]`.
 
 Building is split in two so a loader can decode late: `tabular()` needs only RAM, `decode()` decodes the video
 frames and the images stored in the data parquet.
 """
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from ..contracts.config import LoaderConfig
-from ..contracts.decoder import DecodedFrames, Decoder, FrameRequest
+from ..contracts.decoder import SHOWN_AFTER_S, DecodedFrames, Decoder, FrameRequest
 from ..contracts.errors import TimestampToleranceError
-from .checks import frame_range
 from .columns import EpisodeArrays
 from .delta import delta_indices, window
 from .episodes import episodes_in_file
 from .metadata import DatasetMeta, EpisodeMeta
 from .streams import check_file, check_streams
+from .timestamp_checks import camera_span, row_times, span_bounds
 
 VideoQueries = dict[str, list[float]]
 """Per video camera key, the episode-relative timestamps (s) to decode."""
@@ -40,7 +42,7 @@ class SampleBuilder:
         meta: the dataset metadata.
         keys: the tabular keys to emit (see `dl.format.tabular.tabular_keys`).
         decoder: decodes camera frames.
-        config: delta_timestamps, image_dtype and tolerance_s are used.
+        config: delta_timestamps, image_dtype, tolerance_s and frame_pairing are used.
 
     Raises:
         DlError: (at construction) a bad delta_timestamps.
@@ -56,7 +58,8 @@ class SampleBuilder:
         self._selection: Sequence[EpisodeMeta] = ()  # the selected episodes (`check_streams`)
         self._file_keys: dict[str, str] = {}  # each selected video file -> its camera
         self._checked: set[str] = set()  # video files checked against the selection in this process
-        self._bounds: dict[tuple[int, str], tuple[float, float]] = {}  # (episode, camera) -> first, last frame (s)
+        self._spans: dict[tuple[int, str], list[float] | None] = {}  # (episode, camera) -> its frames' times (s)
+        self._row_times: dict[tuple[int, str], np.ndarray] = {}  # frame_pairing "row": (episode, camera) -> times
 
     def check_streams(self, episodes: list[EpisodeMeta]) -> None:
         """Check the selection's video files against info.json and meta/episodes: the first episode's files now
@@ -90,24 +93,27 @@ class SampleBuilder:
         length = len(arrays["index"])
         sample: dict = {}
         for key in self.keys:
-            column = arrays[key]
-            if key in self.deltas:
+            column = arrays.get(key)
+            if column is None:  # a column the data file lacks (`dl.format.columns.DROPPED_BY_ANNOTATION`)
+                sample[key] = None
+            elif key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
                 sample[key] = _to_tensor(column[rows])
                 sample[f"{key}_is_pad"] = torch.from_numpy(pad)
             else:
                 sample[key] = _to_tensor(column[row])
         sample["task"] = self.meta.tasks[int(arrays["task_index"][row])]
-        if self.subtasks:
+        if self.subtasks and "subtask_index" in arrays:
             sample["subtask"] = self.meta.subtasks[int(arrays["subtask_index"][row])]
         queries = {}
         for key in self.meta.video_keys:
+            times = self.query_times(arrays, key)
             if key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
                 sample[f"{key}_is_pad"] = torch.from_numpy(pad)
-                queries[key] = arrays["timestamp"][rows].tolist()
+                queries[key] = times[rows].tolist()
             else:
-                queries[key] = [arrays["timestamp"][row].item()]
+                queries[key] = [times[row].item()]
         for key in self.meta.image_keys:
             if key in self.deltas:
                 rows, pad = window(row, self.deltas[key], length)
@@ -116,6 +122,21 @@ class SampleBuilder:
             else:
                 sample[key] = EncodedImages((arrays[key][row],))
         return sample, queries
+
+    def query_times(self, arrays: EpisodeArrays, key: str) -> np.ndarray:
+        """[length]: each row's camera `key` query on the episode's timeline: its `timestamp` (LeRobot's pairing), or
+        with `frame_pairing="row"` its own frame's time (`dl.format.timestamp_checks.row_times`; the loader checked
+        the span holds one frame per row)."""
+        if self.config.frame_pairing == "timestamp":
+            return arrays["timestamp"]
+        index = int(arrays["episode_index"][0])
+        times = self._row_times.get((index, key))
+        if times is None:
+            times = row_times(self.meta, self.meta.episodes[index], key)
+            if times is None:  # no index: the recorded timestamps, checked against the decoded frames
+                times = np.asarray(arrays["timestamp"], dtype=np.float64)
+            self._row_times[(index, key)] = times
+        return times
 
     def emit_uint8(self, on: bool = True) -> None:
         """From now on give camera frames as uint8 [0, 255], whatever `config.image_dtype` says (`on`), or as
@@ -126,21 +147,30 @@ class SampleBuilder:
 
     def file_times(self, episode: EpisodeMeta, key: str, timestamps) -> tuple[float, ...]:
         """Episode-relative `timestamps` (s) of camera `key` on its file's timeline (plus the span's
-        `from_timestamp`), each held within the episode's own frames: a recorded timestamp past the span's end would
-        otherwise pick another episode's frame, or none past the file's end (the gap to the query is then checked
-        against `tolerance_s` like any other)."""
-        bounds = self._bounds.get((episode.index, key))
-        if bounds is None:
-            first, last = frame_range(episode.videos[key], self.meta.fps, episode.length)
-            bounds = self._bounds[(episode.index, key)] = (first / self.meta.fps, last / self.meta.fps)
+        `from_timestamp`), each replaced by the time of the nearest of the episode's own frames (the file's index,
+        `dl.format.frame_times`): the decoder then decodes exactly that frame, whatever the file's frame rate, and a
+        recorded timestamp past the span's end gets the episode's last frame, not another episode's (the gap to
+        the query is then checked against `tolerance_s` like any other). A file without an index: the query plus
+        half a frame period (the frame shown there is the nearest on a constant-rate stream)."""
+        frames = self._spans.get((episode.index, key), ())
+        if frames == ():
+            found = camera_span(self.meta, episode, key)
+            if found is None:
+                frames = None
+            else:
+                first, last = span_bounds(found[1], found[2], len(found[0]))
+                frames = found[0][first:last + 1].tolist()
+            self._spans[(episode.index, key)] = frames
         start = episode.videos[key].from_timestamp
-        return tuple(min(max(start + t, bounds[0]), bounds[1]) for t in timestamps)
+        if frames is None:
+            return tuple(start + t + 0.5 / self.meta.fps - 2 * SHOWN_AFTER_S for t in timestamps)
+        return tuple(_nearest(frames, start + t) for t in timestamps)
 
     def requests(self, episode: EpisodeMeta, queries: VideoQueries) -> dict[str, FrameRequest]:
         """Per video camera key, what to ask the decoder for: the queried timestamps on the file's timeline, held
         within the episode's frames (`file_times`)."""
-        return {key: FrameRequest(episode.videos[key].path, self.file_times(episode, key, timestamps))
-                for key, timestamps in queries.items()}
+        return {key: FrameRequest(episode.videos[key].path, self.file_times(episode, key, timestamps),
+                                  depth=key in self.meta.depth) for key, timestamps in queries.items()}
 
     def decode(self, episode: EpisodeMeta, sample: dict, queries: VideoQueries,
                decoded: dict[str, DecodedFrames] | None = None) -> dict:
@@ -171,8 +201,10 @@ class SampleBuilder:
         return sample
 
     def _served(self, key: str, frames: torch.Tensor) -> torch.Tensor:
-        if self.image_dtype == "float32" and frames.dtype == torch.uint8:
-            frames = frames.float().div_(255.0)  # bitwise equal to LeRobot's frames / 255.0, 2x faster
+        if key in self.meta.depth:  # 12-bit codes -> depth, as LeRobot 0.6.1 serves it
+            frames = self.meta.depth[key].dequantize(frames, self.config.depth_output_unit)
+        elif self.image_dtype == "float32" and frames.dtype == torch.uint8:
+            frames = frames.float().div_(255.0)  # bitwise equal to LeRobot's frames / 255.0, in place
         return frames if key in self.deltas else frames[0]
 
     def pick(self, episode: EpisodeMeta, key: str, request: FrameRequest, decoded: DecodedFrames,
@@ -185,7 +217,7 @@ class SampleBuilder:
             TimestampToleranceError: a nearest frame is `tolerance_s` or farther from its query.
         """
         wanted = request.timestamps if wanted is None else wanted
-        if len(wanted) == 1 == len(decoded.pts_s):  # the map loader's case, without numpy (30x faster)
+        if len(wanted) == 1 == len(decoded.pts_s):  # the map loader's case, without numpy's per-call overhead
             if abs(wanted[0] - decoded.pts_s.item()) < self.config.tolerance_s:
                 return decoded.data
         query = np.asarray(wanted, dtype=np.float64)
@@ -214,13 +246,23 @@ class SampleBuilder:
         return self.decode(episode, sample, queries)
 
 
+def _nearest(times: list[float], query: float) -> float:
+    """The element of `times` (ascending, not empty) nearest `query` (the earlier on a tie, as LeRobot's argmin)."""
+    at = bisect.bisect_left(times, query)
+    if at == 0:
+        return times[0]
+    if at == len(times) or query - times[at - 1] <= times[at] - query:
+        return times[at - 1]
+    return times[at]
+
+
 def _to_tensor(value):
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             return value.tolist()
         return torch.from_numpy(np.array(value))  # copy: the source may be a read-only memory map
     if isinstance(value, np.generic) and not isinstance(value, np.str_ | np.bytes_):
-        return torch.from_numpy(np.array(value))  # 0-d, the scalar's dtype; 4x faster than torch.tensor
+        return torch.from_numpy(np.array(value))  # 0-d, the scalar's dtype; cheaper than torch.tensor
     return value
 
 

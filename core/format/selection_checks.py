@@ -3,18 +3,20 @@ every row (`map`): start-up must not grow with per-episode Python work (issue: a
 
 Each run of rows (a record batch of many episodes) is screened at once: rows that break an episode's structure
 (`episode_index`, `frame_index`, finite and evenly spaced timestamps), unknown task indices, each episode's largest
-gap between a camera query and its nearest own frame, and NaN/inf counts. Only the episodes the screen flags are
-checked again one by one with `dl.format.checks`, which raises the error, so the messages are those of the
-per-episode checks.
+gap between a camera query and its nearest own frame (from the files' frame times), and NaN/inf counts. Only the
+episodes the screen flags are checked again one by one with `dl.format.checks`, which raises the error, so the
+messages are those of the per-episode checks.
 """
 
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from .checks import RATE_SLACK, check_rows, check_tolerance, report_nonfinite
+from .checks import RATE_SLACK, check_rows, report_nonfinite
 from .episodes import episode_lengths
 from .features import NUMERIC_DTYPES
+from .frame_times import half_spacing, nearest
+from .timestamp_checks import check_pairing, check_tolerance
 
 Run = tuple[int, int, dict]
 """`(first episode, end episode, {key: array [rows, *shape]})`: the rows of selection positions [first, end), in
@@ -22,11 +24,13 @@ order (`plugins.map.arrow_store.ArrowEpisodeStore.runs`)."""
 
 
 def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iterable[Run], tolerance_s: float,
-                    strict: bool) -> None:
+                    strict: bool, frame_pairing: str = "timestamp") -> None:
     """`check_rows` over a whole selection (`episodes`, a sequence of `EpisodeMeta`; `arrays_of(i)` the i-th one's
     arrays; `runs` the same rows many episodes at a time), as a loader holding every row runs it up front: the first
     wrong episode is refused, timestamps the tolerance would not serve are refused naming the largest gap over the
-    selection, and NaN/inf values are counted over the selection into one warning (refused with `strict`).
+    selection (with `frame_pairing="row"`: an episode whose spans do not hold one frame per row), and NaN/inf values
+    are counted over the selection into one warning (refused with `strict`). The files' frame times are read here,
+    once (`DatasetMeta.frame_times`).
 
     Raises:
         DatasetFormatError, TimestampToleranceError: as `check_rows` and `report_nonfinite`.
@@ -42,13 +46,17 @@ def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iter
             nonfinite.setdefault(key, np.zeros(count, dtype=np.int64))[first:end] = counts
     for i in np.flatnonzero(suspect).tolist():
         check_rows(meta, episodes[i], arrays_of(i), None)  # raises for a wrong episode (the screen only suspects)
-    over = np.flatnonzero(gaps >= tolerance_s)
-    if len(over):
-        worst = int(over[np.argmax(gaps[over])])
-        episode = episodes[worst]
-        others = [int(e) for e in _indices(episodes)[over] if e != episode.index]
-        check_tolerance(f"{meta.source.url}/{episode.data_path}", episode, meta.fps,
-                        np.asarray(arrays_of(worst)["timestamp"]), tolerance_s, others)
+    if frame_pairing == "row":
+        for episode in episodes:
+            check_pairing(f"{meta.source.url}/{episode.data_path}", meta, episode)
+    else:
+        over = np.flatnonzero(gaps >= tolerance_s)
+        if len(over):
+            worst = int(over[np.argmax(gaps[over])])
+            episode = episodes[worst]
+            others = [int(e) for e in _indices(episodes)[over] if e != episode.index]
+            check_tolerance(f"{meta.source.url}/{episode.data_path}", meta, episode,
+                            np.asarray(arrays_of(worst)["timestamp"]), tolerance_s, others)
     counts = {key: int(n.sum()) for key, n in nonfinite.items() if n.any()}
     with_nonfinite = np.zeros(count, dtype=bool)
     for n in nonfinite.values():
@@ -106,21 +114,60 @@ def _off_rate(ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray, fps: float) 
 
 def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """float64 [E]: each episode's largest gap between a row's camera query and the nearest frame of its own span
-    (`dl.format.checks.timestamp_gaps`, every camera at once)."""
+    of the file, from the file's frame times (`dl.format.timestamp_checks.timestamp_gaps`, every camera at once,
+    one pass per video file); 0 for a camera whose file has no index."""
     out = np.zeros(len(lengths), dtype=np.float64)
     columns, positions = getattr(part, "columns", None), getattr(part, "positions", None)
     for key in meta.video_keys:
         if columns is not None:
             from_ts = columns.from_timestamp[key][positions]
+            to_ts = columns.to_timestamp[key][positions]
+            file_of = columns.video_file[key][positions]
+            paths = columns.video_paths[key]
         else:
-            from_ts = np.array([ep.videos[key].from_timestamp for ep in part], dtype=np.float64)
-        first = np.rint(from_ts * meta.fps)
-        last = first + np.maximum(lengths, 1) - 1
+            spans = [ep.videos[key] for ep in part]
+            from_ts = np.array([s.from_timestamp for s in spans], dtype=np.float64)
+            to_ts = np.array([s.to_timestamp for s in spans], dtype=np.float64)
+            paths = sorted({s.path for s in spans})
+            file_of = np.array([paths.index(s.path) for s in spans], dtype=np.int64)
+        used = np.unique(file_of)
+        meta.frame_times.load(meta, [paths[f] for f in used.tolist()])
         query = from_ts[seg] + ts
-        with np.errstate(invalid="ignore"):  # a NaN timestamp: its episode is refused by the structure check
-            frame = np.clip(np.rint(query * meta.fps), first[seg], last[seg])
-            np.maximum.at(out, seg, np.abs(query - frame / meta.fps))
+        row_order, row_at = _groups(file_of[seg], used)
+        ep_order, ep_at = _groups(file_of, used)
+        first, last = np.zeros(len(lengths), dtype=np.int64), np.zeros(len(lengths), dtype=np.int64)
+        for g, f in enumerate(used.tolist()):
+            times = meta.frame_times.times.get(paths[f])
+            if times is None:
+                continue
+            eps = ep_order[ep_at[g]:ep_at[g + 1]]
+            first[eps], last[eps], empty = _span_bounds(times, from_ts[eps], to_ts[eps], lengths[eps])
+            rows = row_order[row_at[g]:row_at[g + 1]]
+            if empty.any():  # no frame in the span: the stream checks say so
+                rows = rows[~np.isin(seg[rows], eps[empty])]
+            with np.errstate(invalid="ignore"):  # a NaN timestamp: its episode is refused by the structure check
+                _, gap = nearest(times, first[seg[rows]], last[seg[rows]], query[rows])
+                np.maximum.at(out, seg[rows], gap)
     return out
+
+
+def _groups(file_of: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions ordered by file, int64 [n]; where each of `used` (ascending file numbers) starts in that order,
+    int64 [len(used) + 1])."""
+    order = np.argsort(file_of, kind="stable")
+    return order, np.append(np.searchsorted(file_of[order], used), len(order))
+
+
+def _span_bounds(times: np.ndarray, from_ts: np.ndarray, to_ts: np.ndarray,
+                 lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inclusive first and last frame positions of many episodes' spans of one file (`span_frames`, `span_bounds`,
+    vectorized): int64 [E] each, and bool [E] the spans that show no frame."""
+    half = half_spacing(times)
+    first = np.searchsorted(times, from_ts - half)
+    end = np.searchsorted(times, to_ts - half)
+    end = np.where((end - first == lengths - 1) & (end < len(times)), end + 1, np.maximum(end, first))
+    last = np.minimum(np.maximum(end - 1, first), max(len(times) - 1, 0))
+    return np.minimum(first, last), last, end == first
 
 
 def _nonfinite(features: dict, columns: dict, seg: np.ndarray, n: int) -> dict[str, np.ndarray]:

@@ -10,7 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contracts.errors import DatasetFormatError
-from .columns import EpisodeArrays, ImageColumn, check_schema, episode_arrays, table_to_arrays  # noqa: F401
+from .columns import (  # noqa: F401
+    ArrowColumn,
+    EpisodeArrays,
+    ImageColumn,
+    check_schema,
+    episode_arrays,
+    table_to_arrays,
+)
 from .locate import data_file_of, file_index, rows_in
 from .metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta
 
@@ -84,7 +91,8 @@ def _read_file(meta: DatasetMeta, path: str, episodes: list[EpisodeMeta], column
                     raise DatasetFormatError(f"{where}: {span}. meta/episodes and the data disagree; restore them "
                                              "from the dataset's origin, or leave the episode out.")
                 spans[ep.index] = span
-            table = _read_rows(pf, groups, columns, max(end for _, end in spans.values()))
+            present = [c for c in columns if c in pf.schema_arrow.names]  # less DROPPED_BY_ANNOTATION's
+            table = _read_rows(pf, groups, present, max(end for _, end in spans.values()))
     except (pa.ArrowException, OSError, EOFError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
@@ -111,4 +119,4 @@ def read_episode_arrays(meta: DatasetMeta, episode: EpisodeMeta, keys: list[str]
     where = f"{meta.source.url}/{episode.data_path} (episode {episode.index})"
     table = read_episode_tables(meta, [episode], keys)[episode.index]
     arrays = episode_arrays(table, meta.features, where)
-    return {k: v.copy() if isinstance(v, ImageColumn) else np.array(v) for k, v in arrays.items()}
+    return {k: v.copy() if isinstance(v, ArrowColumn) else np.array(v) for k, v in arrays.items()}

@@ -9,12 +9,13 @@ from collections.abc import Callable
 
 from ..contracts.decoder import Decoder
 from ..contracts.errors import DlError, describe, format_indices
-from .checks import check_rows, check_tolerance, nonfinite_counts, suggest_tolerance
+from .checks import check_rows, nonfinite_counts
 from .columns import ImageColumn
 from .findings import Finding, Validation, collected
 from .locate import data_file_of, warn_moved
 from .metadata import DatasetMeta, EpisodeMeta
 from .tabular import episode_arrays, read_episode_tables, tabular_keys
+from .timestamp_checks import check_tolerance, suggest_tolerance
 from .video_validation import check_videos
 
 DECODE_MODES = ("all", "ends")
@@ -22,7 +23,7 @@ DECODE_MODES = ("all", "ends")
 
 
 def validate(meta: DatasetMeta, decoder: Decoder, episodes: list[int] | None = None, *, tolerance_s: float = 1e-4,
-             strict: bool = False, decode: str = "all",
+             frame_pairing: str = "timestamp", strict: bool = False, decode: str = "all",
              progress: Callable[[int, int], None] | None = None) -> Validation:
     """Every problem of the selected episodes (default: all meta/episodes has): metadata (`DatasetMeta.problems`,
     info.json's totals against a selection of all), missing files, data parquet (readable, rows found by global
@@ -30,7 +31,9 @@ def validate(meta: DatasetMeta, decoder: Decoder, episodes: list[int] | None = N
     task indices, NaN/inf: warnings, errors with `strict`), image features (decoded), videos (open, codec, frame
     rate and size against info.json and each other, spans inside the file, every frame decoded with `decode="all"`,
     else each episode's first and last, each episode's first and last frame found at its expected time), and the
-    warnings LeRobot-accepted disagreements raise.
+    warnings LeRobot-accepted disagreements raise. Timestamps are checked against each video file's frame times
+    (its index, `dl.format.timestamp_checks`), as `dl run` checks them, with the same `tolerance_s` and
+    `frame_pairing`.
 
     Args:
         progress: called with (files checked, files to check).
@@ -63,7 +66,7 @@ def validate(meta: DatasetMeta, decoder: Decoder, episodes: list[int] | None = N
         warn_moved(meta, moved)
     for path, eps in data.items():
         with collected(out, path):
-            _check_data(meta, decoder, path, eps, tolerance_s, strict, decode, out)
+            _check_data(meta, decoder, path, eps, (tolerance_s, frame_pairing), strict, decode, out)
         done += 1
         if progress:
             progress(done, total)
@@ -71,11 +74,12 @@ def validate(meta: DatasetMeta, decoder: Decoder, episodes: list[int] | None = N
                  tolerance_s)
     if out.largest_gap is not None and out.largest_gap[0] >= tolerance_s:
         gap, episode = out.largest_gap
+        fix = (f"--tolerance-s {suggest_tolerance(gap)} serves every checked episode, each row getting its nearest "
+               "frame as in LeRobot" if suggest_tolerance(gap) < 0.5 / meta.fps else
+               "no tolerance_s under half a frame period serves them: see each episode's fix")
         out.findings.append(Finding("error", "", f"timestamps: the largest gap between a row's timestamp and its "
                                                  f"camera frame is {gap:.6f} s (episode {episode}), more than "
-                                                 f"tolerance_s={tolerance_s}; --tolerance-s {suggest_tolerance(gap)} "
-                                                 "serves every checked episode, each row getting its nearest frame as "
-                                                 "in LeRobot"))
+                                                 f"tolerance_s={tolerance_s}; {fix}"))
     out.finish()
     return out
 
@@ -110,8 +114,10 @@ def _by(episodes: list[EpisodeMeta], files: Callable) -> dict:
     return found
 
 
-def _check_data(meta: DatasetMeta, decoder: Decoder, path: str, eps: list[EpisodeMeta], tolerance_s: float,
-                strict: bool, decode: str, out: Validation) -> None:
+def _check_data(meta: DatasetMeta, decoder: Decoder, path: str, eps: list[EpisodeMeta],
+                frames: tuple[float, str], strict: bool, decode: str, out: Validation) -> None:
+    """Findings of data file `path`'s episodes `eps`; `frames`: (tolerance_s, frame_pairing)."""
+    tolerance_s, frame_pairing = frames
     keys = tabular_keys(meta) + meta.image_keys
     try:
         tables = read_episode_tables(meta, eps, keys)
@@ -135,11 +141,11 @@ def _check_data(meta: DatasetMeta, decoder: Decoder, path: str, eps: list[Episod
         where = f"{meta.source.url}/{path} (episode {ep.index})"
         try:
             arrays = episode_arrays(tables[ep.index], meta.features, where)
-            gap, _ = check_rows(meta, ep, arrays, None)
+            gap, _ = check_rows(meta, ep, arrays, None, frame_pairing)
             if ep.videos and (out.largest_gap is None or gap > out.largest_gap[0]):
                 out.largest_gap = (gap, ep.index)
             if gap >= tolerance_s:
-                check_tolerance(f"{meta.source.url}/{path}", ep, meta.fps, arrays["timestamp"], tolerance_s)
+                check_tolerance(f"{meta.source.url}/{path}", meta, ep, arrays["timestamp"], tolerance_s)
             _decode_images(meta, decoder, ep, arrays, decode, out)
         except DlError as exc:
             out.findings.append(Finding("error", path, describe(exc), (ep.index,)))

@@ -13,6 +13,7 @@ from ..contracts.decoder import Decoder
 from ..contracts.errors import DlError, describe
 from .findings import Finding, collected
 from .streams import check_file, warn_claims, warn_size
+from .timestamp_checks import span_ends
 
 RUN_FRAMES = 64
 """Frames per `Decoder.frames_in_run` call when every frame is decoded."""
@@ -58,13 +59,12 @@ def _decode(meta, decoder: Decoder, key: str, path: str, facts: dict, eps: list,
     """Decode the file (every frame in runs, or each episode's first and last frame); returns (the decoded frames'
     times in s, what failed or None)."""
     rate = float(facts["average_fps"] or meta.fps)
+    frames = meta.frame_times.of(meta, path)  # the file's frame times (its index), else its rate's grid
     if decode == "all":
-        total = int(facts["num_frames"] or 0)
-        times = [[k / rate for k in range(start, min(start + RUN_FRAMES, total))]
-                 for start in range(0, total, RUN_FRAMES)]
+        every = frames.tolist() if frames is not None else [k / rate for k in range(int(facts["num_frames"] or 0))]
+        times = [every[start:start + RUN_FRAMES] for start in range(0, len(every), RUN_FRAMES)]
     else:
-        times = [[ep.videos[key].from_timestamp, ep.videos[key].from_timestamp + (ep.length - 1) / meta.fps]
-                 for ep in eps]
+        times = [list(span_ends(meta, ep, key)) for ep in eps]
     pts = []
     for run in times:
         try:
@@ -77,12 +77,13 @@ def _decode(meta, decoder: Decoder, key: str, path: str, facts: dict, eps: list,
 
 
 def _check_ends(meta, key: str, path: str, eps: list, pts: np.ndarray, tolerance_s: float, out) -> None:
-    """Each episode's first and last frame must be among the decoded frames, at the times meta/episodes gives."""
+    """Each episode's first frame must show at the `from_timestamp` meta/episodes gives, and its first and last
+    frame (by the file's index) must be among the decoded frames."""
     if not len(pts):
         return
     for ep in eps:
-        start = ep.videos[key].from_timestamp
-        for what, t in (("first", start), ("last", start + (ep.length - 1) / meta.fps)):
+        first, last = span_ends(meta, ep, key)
+        for what, t in (("first", ep.videos[key].from_timestamp), ("first", first), ("last", last)):
             nearest = pts[int(np.abs(pts - t).argmin())]
             if abs(nearest - t) >= max(tolerance_s, 1e-4):
                 out.findings.append(Finding(

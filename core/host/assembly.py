@@ -11,6 +11,7 @@ from ..contracts.config import LoaderConfig
 from ..contracts.decoder import Decoder
 from ..contracts.loader import Loader
 from ..contracts.source import Source
+from ..format.feature_selection import with_features
 from ..format.metadata import DatasetMeta
 from .manager import get_plugins
 from .reconcile import reconcile_open_files
@@ -83,7 +84,10 @@ def build_loader(meta: DatasetMeta, loader: str = "map", decoder: str | Decoder 
     registry.check_options("loader", loader, loader_options or {})  # fail before building the decoder
     dec = decoder if isinstance(decoder, Decoder) else build_decoder(decoder, decoder_options, registry)
     dec = wrap_decoder(dec) if wrap_decoder else dec
-    built = registry.create("loader", loader, meta, dec, config or LoaderConfig(), **(loader_options or {}))
+    config = config or LoaderConfig()
+    if config.features is not None:  # a view of the selected features: other cameras and columns are never read
+        meta = with_features(meta, list(config.features), config.delta_timestamps)
+    built = registry.create("loader", loader, meta, dec, config, **(loader_options or {}))
     return Assembly(meta.source, meta, dec, built, reconcile_open_files(loader, built, dec))
 
 

@@ -1,10 +1,12 @@
-"""A plugin's options, read from its factory: the keyword parameters after the kind's positional ones,
-with their defaults and the help its docstring's `Args:` section gives them; and values given as text (the
-command line's `--loader-option KEY=VALUE`) converted by each option's annotation."""
+"""A plugin's options, read from its factory: the keyword parameters after the kind's positional ones, with their
+defaults, their types (`typing.get_type_hints` of the signature) and the help its docstring's `Args:` section gives
+them; and values given as text (the command line's `--loader-option KEY=VALUE`) converted by each option's type."""
 
 import inspect
 import json
 import re
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,70 +14,6 @@ POSITIONAL = {"source": ("root",), "loader": ("meta", "decoder", "config"), "dec
 """What each kind's factory receives positionally (see `dl.contracts.hookspecs`); everything else is an option."""
 
 REQUIRED = inspect.Parameter.empty
-
-
-@dataclass(frozen=True)
-class PluginOption:
-    """One option a factory takes: `name`, `default` (`REQUIRED` when it has none), `annotation` as written,
-    and `help` from the factory's docstring."""
-
-    name: str
-    default: Any
-    annotation: str
-    help: str
-
-    @property
-    def required(self) -> bool:
-        return self.default is REQUIRED
-
-    def to_dict(self) -> dict:
-        """JSON-able form for `dl plugins --json` (a default that is not JSON-able is shown as its repr)."""
-        default = None if self.required else self.default
-        if not isinstance(default, str | int | float | bool | type(None)):
-            default = repr(default)
-        return {"name": self.name, "default": default, "required": self.required, "type": self.annotation,
-                "help": self.help}
-
-    def __str__(self) -> str:
-        return f"{self.name} (required)" if self.required else f"{self.name}={self.default!r}"
-
-    def convert(self, text: str):
-        """`text` (a command-line value) as this option's type: by its annotation (`int`, `float`, `bool`, `str`,
-        `dict` / `list` as JSON, unions such as `int | str` or `str | None`, tried from the most specific: None,
-        bool, int, float, JSON, str), else by its default's type, else JSON where it parses and the text where not.
-
-        Raises:
-            ValueError: no type of the annotation reads `text`; the message says what it takes.
-        """
-        types = annotation_types(self.annotation)
-        if not types and not self.required and self.default is not None:
-            types = [type(self.default).__name__]
-        if not types:
-            try:
-                return json.loads(text)
-            except ValueError:
-                return text
-        for name in sorted(types, key=lambda n: CONVERSION_ORDER.index(n) if n in CONVERSION_ORDER else 99):
-            try:
-                return CONVERTERS.get(name, str)(text)
-            except ValueError:
-                continue
-        raise ValueError(f"option {self.name} takes {self.annotation or ' | '.join(types)}, got {text!r}")
-
-
-def annotation_types(annotation: str) -> list[str]:
-    """The type names of an annotation as written: "int | None" -> ["int", "None"], "Optional[str]" ->
-    ["str", "None"], "typing.Union[int, str]" -> ["int", "str"]; [] when there is none."""
-    text = annotation.replace("typing.", "").replace(" ", "")
-    if not text:
-        return []
-    optional = re.fullmatch(r"Optional\[(.*)\]", text)
-    union = re.fullmatch(r"Union\[(.*)\]", text)
-    if optional:
-        text = optional.group(1) + "|None"
-    elif union:
-        text = union.group(1).replace(",", "|")
-    return [re.sub(r"\[.*", "", part) or part for part in text.split("|")]
 
 
 def _none(text: str) -> None:
@@ -93,15 +31,113 @@ def _bool(text: str) -> bool:
 def _json(kind: type):
     def read(text: str):
         value = json.loads(text)
-        if not isinstance(value, kind):
+        if not isinstance(value, list if kind is tuple else kind):
             raise ValueError(text)
-        return value
+        return tuple(value) if kind is tuple else value
     return read
 
 
-CONVERTERS = {"None": _none, "NoneType": _none, "bool": _bool, "int": int, "float": float, "str": str,
-              "dict": _json(dict), "list": _json(list), "tuple": lambda text: tuple(_json(list)(text))}
-CONVERSION_ORDER = ("None", "NoneType", "bool", "int", "float", "dict", "list", "tuple", "str")
+def _json_or_text(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+CONVERTERS = {type(None): _none, bool: _bool, int: int, float: float, dict: _json(dict), list: _json(list),
+              tuple: _json(tuple), str: str, Any: _json_or_text, object: _json_or_text}
+"""How a command-line value is read as each type an option may have, in the order a union is tried (the most
+specific first: None, bool, int, float, JSON, text)."""
+
+
+def option_types(annotation) -> tuple:
+    """The types an option's resolved annotation allows, each a key of `CONVERTERS`: `int | None` -> (int,
+    NoneType), `Optional[str]` -> (str, NoneType), `dict[str, str]` -> (dict,), `Literal["a", "b"]` -> (str,);
+    () without an annotation.
+
+    Raises:
+        TypeError: a type no command-line value can give (a class, a callable), naming it.
+    """
+    if annotation is inspect.Parameter.empty:
+        return ()
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return tuple(t for arg in typing.get_args(annotation) for t in option_types(arg))
+    if origin is typing.Literal:
+        return tuple(dict.fromkeys(type(v) for v in typing.get_args(annotation)))
+    plain = origin or annotation
+    if plain is None:
+        plain = type(None)
+    if plain not in CONVERTERS:
+        raise TypeError(f"type {type_name(annotation)}, which no command-line value gives (use int, float, bool, "
+                        "str, dict, list, tuple, Literal or a union of them)")
+    return (plain,)
+
+
+def type_name(annotation) -> str:
+    """An annotation as people write it: `int | None`, `dict[str, str]`, `str`; "" for none."""
+    if annotation is inspect.Parameter.empty:
+        return ""
+    if annotation is None or annotation is type(None):
+        return "None"
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in typing.get_args(annotation))
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+@dataclass(frozen=True)
+class PluginOption:
+    """One option a factory takes: `name`, `default` (`REQUIRED` when it has none), `annotation` (the resolved
+    type, `inspect.Parameter.empty` when it has none) and `help` from the factory's docstring."""
+
+    name: str
+    default: Any
+    annotation: Any
+    help: str
+
+    def __post_init__(self):
+        option_types(self.annotation)  # a type no command-line value gives fails here, when the plugin registers
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    @property
+    def type_name(self) -> str:
+        return type_name(self.annotation)
+
+    def to_dict(self) -> dict:
+        """JSON-able form for `dl plugins --json` (a default that is not JSON-able is shown as its repr)."""
+        default = None if self.required else self.default
+        if not isinstance(default, str | int | float | bool | type(None)):
+            default = repr(default)
+        return {"name": self.name, "default": default, "required": self.required, "type": self.type_name,
+                "help": self.help}
+
+    def __str__(self) -> str:
+        return f"{self.name} (required)" if self.required else f"{self.name}={self.default!r}"
+
+    def convert(self, text: str):
+        """`text` (a command-line value) as this option's type: each type of its annotation tried in `CONVERTERS`'
+        order; without an annotation by its default's type, else JSON where it parses and the text where not.
+
+        Raises:
+            ValueError: no type of the annotation reads `text`; the message says what it takes.
+        """
+        allowed = option_types(self.annotation)
+        if not allowed and not self.required and self.default is not None and type(self.default) in CONVERTERS:
+            allowed = (type(self.default),)
+        if not allowed:
+            return _json_or_text(text)
+        order = list(CONVERTERS)
+        for kind in sorted(allowed, key=order.index):
+            try:
+                return CONVERTERS[kind](text)
+            except ValueError:
+                continue
+        raise ValueError(f"option {self.name} takes {self.type_name or type(self.default).__name__}, got {text!r}")
 
 
 @dataclass(frozen=True)
@@ -144,7 +180,8 @@ def factory_options(kind: str, factory) -> FactoryOptions:
     is taken to accept any option).
 
     Raises:
-        TypeError: the factory cannot take the kind's positional arguments.
+        TypeError: the factory cannot take the kind's positional arguments, or an option's annotation names no type
+            or a type no command-line value gives; the message names the option.
     """
     try:
         signature = inspect.signature(factory)
@@ -158,17 +195,29 @@ def factory_options(kind: str, factory) -> FactoryOptions:
         raise TypeError(f"a {kind} factory takes {', '.join(positional) or 'no'} positional argument(s) "
                         f"first; {getattr(factory, '__qualname__', factory)}{signature} does not")
     helps = docstring_args(factory)
-    options = tuple(
-        PluginOption(p.name, p.default, _annotation(p.annotation), helps.get(p.name, ""))
-        for p in takes[len(positional):] + [p for p in params if p.kind is p.KEYWORD_ONLY]
-    )
-    return FactoryOptions(options, any(p.kind is p.VAR_KEYWORD for p in params))
+    namespace = getattr(factory.__init__ if inspect.isclass(factory) else factory, "__globals__", {})
+    options = []
+    for p in takes[len(positional):] + [p for p in params if p.kind is p.KEYWORD_ONLY]:
+        try:
+            options.append(PluginOption(p.name, p.default, _resolved(p.annotation, namespace), helps.get(p.name, "")))
+        except TypeError as exc:
+            raise TypeError(f"option {p.name} has {exc}") from None
+    return FactoryOptions(tuple(options), any(p.kind is p.VAR_KEYWORD for p in params))
 
 
-def _annotation(annotation) -> str:
-    if annotation is inspect.Parameter.empty:
-        return ""
-    return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+def _resolved(annotation, namespace: dict):
+    """An annotation as a type: one written as a string (`from __future__ import annotations`) evaluated in the
+    factory's module, as `typing.get_type_hints` does.
+
+    Raises:
+        TypeError: a string that names no type there (a typo, or a name not imported).
+    """
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        return eval(annotation, dict(namespace))  # noqa: S307 - the plugin's own annotation, in its own module
+    except Exception as exc:  # noqa: BLE001 - any failure means the annotation names no type
+        raise TypeError(f"an annotation {annotation!r} that names no type ({exc})") from None
 
 
 _ARG = re.compile(r"^(\s*)([A-Za-z_][\w, ]*?)(?:\s*\([^)]*\))?:\s*(.*)$")

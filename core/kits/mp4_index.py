@@ -31,9 +31,9 @@ MAX_TOP_BOXES = 4096
 READ_AHEAD_BYTES = 64 << 10
 """What a reader fetches past the bytes it needs: torchcodec fills its 64 KiB I/O buffer from a file-like
 object (reading on after a short read), so the first samples (FFmpeg's stream probe on open) and every
-span's samples are followed by this many bytes (measured with torchcodec 0.13 / FFmpeg 5.1: with them, no
-read falls outside the ranges on AV1, H.264, HEVC and MPEG-4 files; a read that does still succeeds, as a
-request of its own). The built-in decoders read a remote video through a view that ends a fill at bytes not
+span's samples are followed by this many bytes (`benchmarks/results/internals.md`, "Remote byte ranges", says on
+which codecs this was checked; a read that falls outside the ranges still succeeds, as a request of its own). The
+built-in decoders read a remote video through a view that ends a fill at bytes not
 downloaded yet (`dl.kits.remote.views.CachedView`'s `fills`), so they never wait for these bytes, which are
 fetched with the span."""
 

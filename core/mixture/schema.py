@@ -30,7 +30,8 @@ class Feature:
 
     Attributes:
         key: the member's own name for it.
-        dtype: info.json's dtype ("video" for a camera; "string" for `task`; "bool" for a pad mask).
+        dtype: info.json's dtype ("video" for a camera, "depth" for a depth camera; "string" for `task`; "bool" for a
+            pad mask).
         shape: per sample: info.json's shape, a camera's (channels, height, width), a window's offsets first.
     """
 
@@ -57,10 +58,11 @@ def member_features(meta: DatasetMeta, delta_timestamps: dict | None, resize: tu
     own["task"] = Feature("task", "string", ())
     if "subtask_index" in own and meta.subtasks:  # LeRobot 0.4's subtask string, as the member serves it
         own["subtask"] = Feature("subtask", "string", ())
-    for key in meta.camera_keys:  # the decoder's resize applies to video; image features keep their size
+    for key in meta.camera_keys:  # the decoder's resize applies to video; image features and depth keep their size
         height, width, channels = meta.features[key]["shape"]
-        size = tuple(resize) if resize and key in meta.video_keys else (height, width)
-        own[key] = Feature(key, "video", _windowed((channels, *size), key, windows))
+        size = tuple(resize) if resize and key in meta.video_keys and key not in meta.depth else (height, width)
+        kind = "depth" if key in meta.depth else "video"  # depth (float32 mm) and pictures never share a key
+        own[key] = Feature(key, kind, _windowed((channels, *size), key, windows))
     unknown = sorted(set(name_of) - set(own))
     if unknown:
         raise DlError(f"rename {', '.join(map(repr, unknown))}: not a feature of {meta.source.url} (its features: "
@@ -83,6 +85,15 @@ def _windowed(shape: tuple, key: str, windows: dict[str, int]) -> tuple:
     return (windows[key], *shape) if key in windows else shape
 
 
+def with_language(per_member: list[dict[str, Feature]]) -> list[dict[str, Feature]]:
+    """`per_member` with LeRobot 0.6's language columns given to every member when any member has them: a member
+    without them serves an empty list of messages per frame (a `Feature` whose `key` is None), so a mixture of
+    annotated and unannotated datasets keeps the annotations."""
+    language = {k: f for features in per_member for k, f in features.items() if f.dtype == "language"}
+    return [{**features, **{k: Feature(None, f.dtype, f.shape) for k, f in language.items() if k not in features}}
+            for features in per_member]
+
+
 def served_features(per_member: list[dict[str, Feature]], names: list[str], wanted: list[str] | None) -> list[str]:
     """The keys the mixture serves, in the first member's order: `wanted` (with their pads and the bookkeeping keys),
     else every key all members have; dropped keys are warned about, naming the members that have them.
@@ -91,6 +102,7 @@ def served_features(per_member: list[dict[str, Feature]], names: list[str], want
         DlError: a wanted key a member lacks (naming the member, the key and what that member has), or a served key
             whose dtype or shape differs between members (cameras: their size; the fix is a decoder `resize`).
     """
+    per_member = with_language(per_member)
     if wanted is not None:
         for name, features in zip(names, per_member, strict=True):
             missing = [k for k in wanted if k not in features]
@@ -138,11 +150,12 @@ class SampleSchema:
 
     def __init__(self, per_member: list[dict[str, Feature]], served: list[str]):
         self.served = served
+        per_member = with_language(per_member)
         self.pairs = [[(f[k].key, k) for k in served] for f in per_member]
-        self.cameras = [k for k in served if per_member[0][k].dtype == "video"]
+        self.cameras = [k for k in served if per_member[0][k].dtype in ("video", "depth")]
 
     def convert(self, sample: dict, member: int) -> dict:
         """The mixture's sample from `sample`, a sample of member `member`."""
-        out = {target: sample[own] for own, target in self.pairs[member]}
+        out = {target: [] if own is None else sample[own] for own, target in self.pairs[member]}
         out[MEMBER_KEY] = torch.from_numpy(np.array(member, dtype=np.int64))
         return out

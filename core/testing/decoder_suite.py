@@ -31,9 +31,10 @@ from dl.contracts.decoder import FrameRequest
 from dl.contracts.errors import DecoderUnavailableError, VideoDecodeError
 from dl.host.assembly import open_dataset
 from dl.host.manager import get_plugins
+from dl.testing.examples import scaled
 from dl.testing.synthetic import SyntheticConfig, camera_key, read_frame_code, write_synthetic_dataset
 
-SUITE_SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+SUITE_SETTINGS = settings(max_examples=scaled(12), deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                                  HealthCheck.differing_executors])
 
@@ -197,6 +198,7 @@ class DecoderSuite:
         assert all(np.array_equal(a, b) for a, b in zip(got[:3], parent, strict=True))
         assert decoder.cache.stats()["misses"] >= 2, "forked workers reused the parent's open decoders"
 
+    @pytest.mark.slow  # spawned DataLoader workers import torch and dl anew
     def test_spawned_workers(self, videos):
         import torch.utils.data
 

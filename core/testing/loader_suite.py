@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 import dl
 from dl.contracts.loader import Resumable
 from dl.dataloader.elastic import merge_states
+from dl.testing.examples import scaled
 from dl.testing.real_cases import REAL_CASES, check_batch, every_index, windows
 from dl.testing.synthetic import SyntheticConfig, camera_key, write_synthetic_dataset
 
@@ -53,7 +54,7 @@ MANY = SyntheticConfig(episodes=2000, frames_per_episode=(1, 3), cameras=0, epis
 """Two thousand one-to-three-frame episodes in 3 files, no video: the shape of the Hub's largest datasets' metadata,
 small enough to run in seconds."""
 
-SUITE_SETTINGS = settings(max_examples=8, deadline=None, derandomize=True, database=None,
+SUITE_SETTINGS = settings(max_examples=scaled(8), deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                  HealthCheck.differing_executors])
 """Derandomized (the same examples every run) and without a database, so a suite run is repeatable; each
@@ -261,7 +262,7 @@ class LoaderSuite:
         assert checked == len(self.every_index(dataset))
 
     # ------------------------------------------------------------------------------------ real datasets
-    @pytest.mark.parametrize("windowed", [False, True], ids=["single", "windows"])
+    @pytest.mark.parametrize("windowed", [pytest.param(False, marks=pytest.mark.slow), True], ids=["single", "windows"])
     @pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])
     @pytest.mark.parametrize("case", sorted(REAL_CASES))
     def test_real_dataset_cases(self, real_roots, case, num_workers, windowed):
@@ -280,6 +281,7 @@ class LoaderSuite:
         assert Counter(seen) == Counter(every_index(real.config, real.options)), "not every frame exactly once"
 
     # ------------------------------------------------------------------------------------ scale
+    @pytest.mark.slow  # 2 ranks x 2 DataLoader workers, twice
     def test_many_tiny_episodes(self, many_root):
         """Every frame of thousands of episodes once over 2 ranks x 2 workers; a cut epoch resumes exactly."""
         batch = {"batch_size": 64}
@@ -301,6 +303,7 @@ class LoaderSuite:
         resumed.load_state_dict(state)
         assert got + self.indices(resumed) == expected
 
+    @pytest.mark.slow  # spawned DataLoader workers import torch and dl anew
     def test_spawned_workers(self, tabular_root):
         dataset = self.make(tabular_root, seed=1)
         spawned = self.indices(self.dataloader(dataset, 1, multiprocessing_context="spawn"))

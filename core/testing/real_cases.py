@@ -7,14 +7,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..format.depth import DepthQuantizer
 from .synthetic_spec import (
     SyntheticConfig,
     action_value,
+    depth_code,
+    language_messages,
     read_frame_code,
     served_index,
     state_value,
     task_string,
 )
+from .synthetic_writer import DEPTH_KEY
 
 BASE = SyntheticConfig(episodes=5, frames_per_episode=(9, 15), cameras=2, width=64, height=64, codec="h264", gop=4,
                        episodes_per_file=2, row_group_size=8, state_dim=3, action_dim=2)
@@ -45,9 +49,9 @@ REAL_CASES = {
     "jpeg_images": _case("both cameras as JPEG images in the data parquet", image_cameras=(0, 1),
                          image_format="jpeg"),
     "mixed": _case("camera 0 video, camera 1 PNG images", image_cameras=(1,)),
-    "depth": _case("a LeRobot 0.6 depth camera (12-bit HEVC, left out)", depth_camera=True),
-    "annotations": _case("LeRobot 0.6 language columns (left out) and LeRobot 0.4 subtasks",
-                         language_columns=True, subtasks=3),
+    "depth": _case("a LeRobot 0.6 depth camera (lossless 12-bit HEVC with open GOPs, served in mm)",
+                   depth_camera=True),
+    "annotations": _case("LeRobot 0.6 language columns and LeRobot 0.4 subtasks", language_columns=True, subtasks=3),
 }
 """Every case LeRobot's tools write that dl must read (issue 17), by name."""
 
@@ -55,13 +59,14 @@ REAL_CASES = {
 def windows(config: SyntheticConfig) -> dict[str, list[float]]:
     """The `delta_timestamps` the window tests ask for: past and future offsets on every camera and the action."""
     fps = config.fps
-    return {**{key: [-2 / fps, 0.0, 1 / fps] for key in config.camera_keys}, "action": [-1 / fps, 0.0, 2 / fps],
+    cameras = config.camera_keys + ([DEPTH_KEY] if config.depth_camera else [])
+    return {**{key: [-2 / fps, 0.0, 1 / fps] for key in cameras}, "action": [-1 / fps, 0.0, 2 / fps],
             "observation.state": [0.0, 3 / fps]}
 
 
 def check_batch(config: SyntheticConfig, batch: dict, delta: dict[str, list[float]] | None) -> list[int]:
     """Check every sample of a collated `batch` against what LeRobot serves from the dataset `config` describes
-    (`sample_problems`), and that the features dl leaves out are absent.
+    (`sample_problems`).
 
     Returns:
         the global indices of the batch's samples.
@@ -70,19 +75,19 @@ def check_batch(config: SyntheticConfig, batch: dict, delta: dict[str, list[floa
         AssertionError: naming the index and the key that differ.
     """
     indices = [int(i) for i in batch["index"].reshape(-1)]
-    for key in ("language_persistent", "language_events", "observation.images.depth"):
-        assert key not in batch, f"{key} is left out"
     for b in range(len(indices)):
         problems = sample_problems(config, {key: value[b] for key, value in batch.items()}, delta)
         assert not problems, "; ".join(problems)
     return indices
 
 
-def sample_problems(config: SyntheticConfig, sample: dict, delta: dict[str, list[float]] | None) -> list[str]:
+def sample_problems(config: SyntheticConfig, sample: dict, delta: dict[str, list[float]] | None,
+                    frame_of=None) -> list[str]:
     """What in one sample differs from what LeRobot serves from the dataset `config` describes, in words (empty
-    when nothing): camera frames by their index codes (the frame nearest each row's timestamp, held within the
-    episode), vectors by the generator's values, windows clamped to the episode and flagged in `{key}_is_pad`,
-    `task` and `subtask`."""
+    when nothing): camera frames by their index codes (`frame_of(global index)`, default `served_index`: the frame
+    nearest each row's timestamp, held within the episode), vectors by the generator's values, windows clamped to
+    the episode and flagged in `{key}_is_pad`, `task` and `subtask`."""
+    frame_of = frame_of or (lambda i: served_index(config, i))
     lengths = config.episode_lengths()
     starts = np.concatenate([[0], np.cumsum(lengths)])
     index = int(sample["index"])
@@ -111,9 +116,25 @@ def sample_problems(config: SyntheticConfig, sample: dict, delta: dict[str, list
                 code = read_frame_code(frame)
             except ValueError as exc:
                 code = str(exc)
-            if code != (served_index(config, first + r), camera):
+            if code != (frame_of(first + r), camera):
                 problems.append(f"index {index}: {key} row {r} shows {code}")
         problems += _pad_problems(sample, key, row, offsets.get(key), length, index)
+    if config.depth_camera:
+        import torch
+
+        rows = _rows(row, offsets.get(DEPTH_KEY), length)
+        frames = sample[DEPTH_KEY] if DEPTH_KEY in offsets else sample[DEPTH_KEY][None]
+        for frame, r in zip(frames, rows, strict=True):
+            codes = depth_code(served_index(config, first + r), config.width, config.height)
+            want = DepthQuantizer().dequantize(torch.from_numpy(codes)[None]).numpy()
+            if not np.array_equal(np.asarray(frame), want):
+                problems.append(f"index {index}: {DEPTH_KEY} row {r} is not frame {served_index(config, first + r)}")
+        problems += _pad_problems(sample, DEPTH_KEY, row, offsets.get(DEPTH_KEY), length, index)
+    if config.language_columns:
+        persistent, events = language_messages(config, episode, row)
+        if sample.get("language_persistent") != persistent or sample.get("language_events") != events:
+            problems.append(f"index {index}: language columns {sample.get('language_persistent')!r}, "
+                            f"{sample.get('language_events')!r}")
     return problems
 
 

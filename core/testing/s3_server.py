@@ -13,23 +13,23 @@ Known facts:
 - moto's own server (`ThreadedMotoServer`, werkzeug's) closes the connection after every response, which S3 does
   not: each request would cost a new connection through the client, the fault proxy and moto. werkzeug sends
   `Connection: close` on every response, even as HTTP/1.1, so this server runs moto's WSGI application under
-  waitress, which keeps connections alive (measured: 408 ranged GETs from 4 threads took 408 connections under
-  werkzeug, 4 under waitress; client CPU 1.17 s against 1.45 s, the fault proxy's 0.12 s against 0.23 s).
+  waitress, which keeps connections alive (`benchmarks/results/internals.md`, "Loopback S3 server").
 - Passing `region_name` in `client_kwargs` makes bucket creation fail (the default region is used).
 - It serves moto's S3 application alone (`create_backend_app("s3")`), as an S3 endpoint serves S3. moto's
   dispatcher of every AWS service (`DomainDispatcherApplication`) finds each request's service anew: it infers it
   from the request (its signature, else its body and path), then looks it up by listing moto's ~200 service
-  packages on disk, under one lock that all server threads share. That cost 0.8-1.2 ms of CPU per request (figures
-  below); a real endpoint does none of it, and here the server shares the client's cores.
-- moto reads an object's every byte for each ranged GET, so its CPU per request grows with the object's size.
-  Measured for presigned 96 KiB GETs (as `bucket` sends them) from 4 threads: 0.8 ms per GET of a 1 MB object,
-  0.9-1.0 ms of a 2.7 MB one, 2.2 ms of a 20 MB one; through the dispatcher 1.6, 1.6 and 3.3 ms.
+  packages on disk, under one lock that all server threads share. A real endpoint does none of it, and here the
+  server shares the client's cores.
+- moto reads an object's every byte for each ranged GET, so its CPU per request grows with the object's size
+  (`benchmarks/results/internals.md`, "Loopback S3 server").
 """
 
 import select
 import subprocess
 import sys
 from pathlib import Path
+
+from ..contracts.extras import require
 
 CREDENTIALS = {"key": "testing", "secret": "testing"}
 """moto accepts any credentials; these keep botocore from looking for real ones."""
@@ -46,7 +46,8 @@ class S3Server:
         endpoint_url: `http://127.0.0.1:PORT`.
         pid: the server's process id.
 
-    Raises (entering): RuntimeError when the server did not start within `STARTUP_S`.
+    Raises (entering): DlError when moto or waitress (the extra `testing`) is missing; RuntimeError when the server
+    did not start within `STARTUP_S`.
     """
 
     def __init__(self):
@@ -54,6 +55,8 @@ class S3Server:
         self.endpoint_url, self.pid = "", 0
 
     def __enter__(self) -> "S3Server":
+        for module in ("moto", "waitress"):
+            require(module, "testing", "the loopback S3 server (dl run --scenario stream_bucket, dl.testing.serve)")
         self._process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE)
         ready, _, _ = select.select([self._process.stdout], [], [], STARTUP_S)

@@ -31,11 +31,12 @@ from hypothesis import strategies as st
 from dl.contracts.errors import SourceFileNotFoundError, UnsafePathError
 from dl.contracts.source import Source
 from dl.format.metadata import DatasetMeta
+from dl.testing.examples import scaled
 from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
 DATASET = SyntheticConfig(episodes=3, frames_per_episode=(8, 12), cameras=1, codec="h264", gop=4, episodes_per_file=2)
 
-SUITE_SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, database=None,
+SUITE_SETTINGS = settings(max_examples=scaled(25), deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                  HealthCheck.differing_executors])
 

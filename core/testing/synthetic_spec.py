@@ -69,11 +69,41 @@ class SyntheticConfig:
       file but the first, as LeRobot's v2.1 -> v3.0 converter (<= 0.4.x) writes it.
     - ``info_total_episodes``: info.json counts this many episodes (and proportionally more frames) while
       meta/episodes and the data hold ``episodes`` (a partial upload).
-    - ``depth_camera``: a camera ``observation.images.depth`` with ``video.is_depth_map``, 12-bit HEVC (gray12le)
-      as LeRobot 0.6 writes depth maps.
-    - ``language_columns``: LeRobot 0.6's ``language_persistent`` / ``language_events`` columns (dtype "language").
+    - ``depth_camera``: a camera ``observation.images.depth`` as LeRobot 0.6.1's writer stores depth maps: lossless
+      12-bit HEVC (gray12le, x265 ``lossless=1``, its default open GOPs: leading B-frames before every keyframe),
+      ``is_depth_map`` and the quantizer's ``video.depth_min`` / ``depth_max`` / ``shift`` / ``use_log`` (LeRobot's
+      defaults) in the feature's ``info``; frame ``index`` holds the codes ``depth_code(index)``.
+    - ``open_gop``: H.264 or HEVC cameras encoded with open GOPs (x264 ``open-gop=1`` with 3 B-frames; x265's
+      default), whose leading B-frames follow a keyframe in decode order but are shown before it.
+    - ``language_columns``: LeRobot 0.6's ``language_persistent`` / ``language_events`` columns (dtype "language",
+      ``language_messages``; Arrow types inferred from the values, as its annotation writer leaves them) and the
+      ``tools`` list its annotation executor adds to info.json.
     - ``subtasks``: > 0 writes LeRobot 0.4's ``subtask_index`` feature (``(frame_index // 10) % subtasks``) and
       ``meta/subtasks.parquet``.
+
+    Frame times of real recordings (a video's frames off the 1/fps grid of its file; the rows' timestamps stay
+    ``frame_index / fps`` unless said otherwise):
+
+    - ``concatenated``: each episode is encoded as its own recording and a file's recordings are joined with FFmpeg's
+      concat demuxer and stream copy, as LeRobot's ``concatenate_video_files`` (aggregate, the v2.1 -> v3.0
+      converter) joins them; ``from_timestamp`` is the sum of the earlier recordings' stream durations, read back
+      from each file (``ffprobe``, as LeRobot's ``get_video_duration_in_s``). The concat demuxer places each
+      recording at the earlier ones' container durations, which FFmpeg's muxer rounds to its movie timescale (1000
+      unless ``movie_timescale``), so frames may lie off ``from_timestamp`` by up to 0.5 ms per recording, as in
+      LeRobot's own aggregated datasets written with FFmpeg's muxer.
+    - ``movie_timescale``: with ``concatenated``, each recording's movie (``mvhd``) timescale: the track's (15360 at
+      30 fps) places every recording exactly at its ``from_timestamp``.
+    - ``recording_tail_s``: with ``concatenated``, each recording's last frame lasts this much longer than 1/fps
+      (a recorder stopping after its last frame): durations are not whole frames, and each episode starts off the
+      grid of the one before.
+    - ``video_rate``: the cameras run at this rate (e.g. ``"30000/1001"``, 29.97 fps) while info.json says ``fps``
+      and the rows' timestamps count ``frame_index / fps``: one frame per row, drifting from the timestamps.
+    - ``vfr_jitter``: a variable-frame-rate file: frame ``k`` of a file is shown at
+      ``(k + vfr_jitter * sin(k)) / fps`` (0 <= vfr_jitter < 0.45), and the rows' timestamps are those times less
+      their episode's first (a recorder writing its frames' times).
+    - ``edit_list_frames``: each video file is written with this many more leading frames (index codes no row has)
+      and cut with stream copy, so its edit list starts the timeline after them (``elst`` media time).
+    - B-frames: ``codec="h264"`` (x264 reorders frames; FFmpeg writes composition offsets and an edit list).
     """
 
     episodes: int = 24
@@ -100,6 +130,13 @@ class SyntheticConfig:
     depth_camera: bool = False
     language_columns: bool = False
     subtasks: int = 0
+    concatenated: bool = False
+    recording_tail_s: float = 0.0
+    movie_timescale: int | None = None
+    video_rate: str | None = None
+    vfr_jitter: float = 0.0
+    edit_list_frames: int = 0
+    open_gop: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "frames_per_episode", tuple(self.frames_per_episode))  # lists stay hashable
@@ -135,6 +172,16 @@ class SyntheticConfig:
             (self.info_total_episodes is None or self.info_total_episodes >= self.episodes,
              "info_total_episodes must be None or >= episodes"),
             (self.subtasks >= 0, f"subtasks must be >= 0, got {self.subtasks}"),
+            (self.recording_tail_s >= 0 and (self.concatenated or not self.recording_tail_s),
+             "recording_tail_s must be >= 0, and needs concatenated"),
+            (self.movie_timescale is None or (self.concatenated and self.movie_timescale > 0),
+             "movie_timescale must be None or > 0, and needs concatenated"),
+            (self.video_rate is None or _rate(self.video_rate) > 0, f"video_rate must be N/D, got {self.video_rate}"),
+            (0 <= self.vfr_jitter < 0.45, f"vfr_jitter must be in [0, 0.45), got {self.vfr_jitter}"),
+            (not (self.vfr_jitter and (self.concatenated or self.video_rate or self.recorded_timestamps)),
+             "vfr_jitter writes its own timestamps: not with concatenated, video_rate or recorded_timestamps"),
+            (self.edit_list_frames >= 0, f"edit_list_frames must be >= 0, got {self.edit_list_frames}"),
+            (not self.open_gop or self.codec in ("h264", "hevc"), "open_gop needs codec h264 or hevc"),
         ]
         for ok, message in checks:
             if not ok:
@@ -161,11 +208,36 @@ class SyntheticConfig:
         return np.random.default_rng(self.seed).integers(lo, hi + 1, size=self.episodes, dtype=np.int64)
 
 
+def _rate(text: str) -> float:
+    num, _, den = str(text).partition("/")
+    try:
+        return float(num) / float(den or 1)
+    except (ValueError, ZeroDivisionError):
+        return 0.0
+
+
+def vfr_times(config: SyntheticConfig, count: int) -> np.ndarray:
+    """float64 [count]: with ``vfr_jitter``, when frames 0..count-1 of a video file are shown (s)."""
+    k = np.arange(count, dtype=np.float64)
+    return (k + config.vfr_jitter * np.sin(k)) / config.fps
+
+
 def timestamps(config: SyntheticConfig) -> np.ndarray:
     """The ``timestamp`` column the generator writes, float32 [total frames]: ``frame_index / fps``, or with
-    ``recorded_timestamps`` the recorded times (offset, drift and seeded jitter)."""
+    ``recorded_timestamps`` the recorded times (offset, drift and seeded jitter), or with ``vfr_jitter`` each
+    frame's time in its file less its episode's first frame's."""
     lengths = config.episode_lengths()
     frame_index = np.concatenate([np.arange(n) for n in lengths]) if len(lengths) else np.zeros(0)
+    if config.vfr_jitter:
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        out = []
+        for first in range(0, config.episodes, config.episodes_per_file):
+            eps = range(first, min(first + config.episodes_per_file, config.episodes))
+            times = vfr_times(config, int(starts[eps[-1] + 1] - starts[first]))
+            for e in eps:
+                own = times[starts[e] - starts[first]:starts[e + 1] - starts[first]]
+                out.append(own - own[0])
+        return np.concatenate(out).astype(np.float32)
     if config.recorded_timestamps is None:
         return (frame_index / config.fps).astype(np.float32)
     offset, drift, jitter = config.recorded_timestamps
@@ -181,6 +253,40 @@ def served_index(config: SyntheticConfig, index: int) -> int:
     episode = int(np.searchsorted(starts, index, side="right")) - 1
     frame = int(np.rint(float(timestamps(config)[index]) * config.fps))
     return int(starts[episode]) + min(max(frame, 0), int(lengths[episode]) - 1)
+
+
+def codec_args(config: SyntheticConfig) -> list[str]:
+    """FFmpeg encoder arguments of the cameras: ``_CODEC_ARGS`` of the codec, with open GOPs for ``open_gop``."""
+    if config.open_gop and config.codec == "hevc":
+        return ["-c:v", "libx265", "-preset", "ultrafast", "-crf", "20", "-tag:v", "hvc1", "-x265-params",
+                "log-level=error:scenecut=0"]
+    if config.open_gop:
+        return [*_CODEC_ARGS["h264"], "-bf", "3", "-x264-params", "open-gop=1"]
+    return _CODEC_ARGS[config.codec]
+
+
+def depth_code(index: int, width: int = 128, height: int = 96) -> np.ndarray:
+    """The 12-bit codes of the depth camera's frame of global frame ``index`` (``SyntheticConfig.depth_camera``):
+    uint16 [height, width], a horizontal ramp over 0..4095 shifted by ``index`` (mod 4096)."""
+    ramp = (np.arange(width, dtype=np.int64)[None, :] * 4095 // max(width - 1, 1)).repeat(height, 0)
+    return ((ramp + index) % 4096).astype(np.uint16)
+
+
+def language_messages(config: SyntheticConfig, episode: int, frame: int) -> tuple[list[dict], list[dict]]:
+    """The ``language_persistent`` and ``language_events`` values of frame ``frame`` of ``episode``
+    (``SyntheticConfig.language_columns``), as LeRobot 0.6.1's annotation writer lays them out: the episode's
+    persistent messages on every frame (a subtask and a plan), events only on the frame they fire on (every frame
+    ``frame % 10 == 5``: a user interjection and the assistant's spoken answer, a ``say`` tool call)."""
+    persistent = [{"role": "assistant", "content": "1. reach 2. grasp", "style": "plan", "timestamp": 0.0,
+                   "camera": None, "tool_calls": None},
+                  {"role": "assistant", "content": task_string(episode % config.tasks), "style": "subtask",
+                   "timestamp": 0.0, "camera": None, "tool_calls": None}]
+    events = [] if frame % 10 != 5 else [
+        {"role": "assistant", "content": None, "style": None, "camera": None,
+         "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": f"at {frame}"}}}]},
+        {"role": "user", "content": f"frame {frame} of episode {episode}", "style": "interjection", "camera": None,
+         "tool_calls": None}]
+    return persistent, events
 
 
 def state_value(index: int | np.ndarray, dim: int) -> np.ndarray:

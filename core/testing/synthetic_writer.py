@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -20,19 +21,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .synthetic_spec import (
-    _CODEC_ARGS,
     SyntheticConfig,
     _code_cells,
     _frame_code_stats,
     action_value,
     camera_key,
+    codec_args,
+    depth_code,
     frame_code,
+    language_messages,
     state_value,
     task_string,
     timestamps,
 )
+from .synthetic_timing import input_args, write_camera_file
 
 CHUNKS_SIZE = 1000
+SAY_TOOL = {"type": "function", "function": {"name": "say", "description": "Speak a short utterance to the user.",
+                                             "parameters": {"type": "object", "required": ["text"],
+                                                            "properties": {"text": {"type": "string"}}}}}
+"""The tool schema LeRobot 0.6.1's annotation executor lists in info.json's `tools` (`SAY_TOOL_SCHEMA`, shortened)."""
 DEPTH_KEY = "observation.images.depth"
 """The depth camera's key (`SyntheticConfig.depth_camera`)."""
 
@@ -59,21 +67,27 @@ def _ffmpeg(ffmpeg: str, path: pathlib.Path, args: list[str], frames) -> None:
             raise RuntimeError(f"ffmpeg failed (exit {code}) encoding {path}:\n{tail}")
 
 
-def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, indices: range) -> None:
-    """Encode camera `camera`'s `frame_code` frames for global `indices` into the mp4 `path` (raw rgb24 piped)."""
-    args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{cfg.width}x{cfg.height}", "-r", str(cfg.fps), "-i", "-",
-            "-an", *_CODEC_ARGS[cfg.codec], "-g", str(cfg.gop), "-pix_fmt", "yuv420p"]
+def _encode(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, camera: int, indices) -> None:
+    """Encode camera `camera`'s `frame_code` frames for global `indices` into the mp4 `path` (raw rgb24 piped), timed
+    as `dl.testing.synthetic_timing.input_args` says."""
+    rate, timing = input_args(cfg)
+    args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{cfg.width}x{cfg.height}", *rate, "-i", "-",
+            "-an", *codec_args(cfg), "-g", str(cfg.gop), "-pix_fmt", "yuv420p", *timing]
     frames = (frame_code(i, camera, width=cfg.width, height=cfg.height, texture=cfg.texture) for i in indices)
     _ffmpeg(ffmpeg, path, args, (frame.tobytes() for frame in frames))
 
 
+def _encode_camera(ffmpeg: str, cfg: SyntheticConfig, camera: int, path: pathlib.Path, indices) -> None:
+    _encode(ffmpeg, path, cfg, camera, indices)
+
+
 def _encode_depth(ffmpeg: str, path: pathlib.Path, cfg: SyntheticConfig, indices: range) -> None:
-    """A depth camera as LeRobot 0.6 writes one: 12-bit codes (a ramp shifted by the index) in gray12le HEVC."""
-    ramp = (np.arange(cfg.width, dtype=np.uint16)[None, :] * 4095 // max(cfg.width - 1, 1)).repeat(cfg.height, 0)
+    """A depth camera as LeRobot 0.6.1's writer encodes one (its `DepthEncoderConfig`: HEVC, gray12le,
+    `x265-params lossless=1`, x265's default open GOPs): the 12-bit codes `depth_code(i)` of each frame."""
     args = ["-f", "rawvideo", "-pix_fmt", "gray12le", "-s", f"{cfg.width}x{cfg.height}", "-r", str(cfg.fps), "-i",
-            "-", "-an", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error", "-tag:v", "hvc1",
-            "-g", str(cfg.gop), "-pix_fmt", "gray12le"]
-    _ffmpeg(ffmpeg, path, args, (((ramp + i) % 4096).astype("<u2").tobytes() for i in indices))
+            "-", "-an", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "lossless=1:log-level=error",
+            "-tag:v", "hvc1", "-g", str(cfg.gop), "-pix_fmt", "gray12le"]
+    _ffmpeg(ffmpeg, path, args, (depth_code(i, cfg.width, cfg.height).astype("<u2").tobytes() for i in indices))
 
 
 def _image(cfg: SyntheticConfig, index: int, camera: int) -> bytes:
@@ -114,8 +128,11 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
     if cfg.depth_camera:
         cameras[DEPTH_KEY] = {"dtype": "video", "shape": [cfg.height, cfg.width, 1],
                               "names": ["height", "width", "channels"],
-                              "info": {**video, "video.codec": "hevc", "video.pix_fmt": "gray12le",
-                                       "video.is_depth_map": True, "video.channels": 1}}
+                              "info": {**{k: v for k, v in video.items() if k != "video.is_depth_map"},
+                                       "video.codec": "hevc", "video.pix_fmt": "gray12le",
+                                       "video.channels": 1, "video.depth_min": 0.01, "video.depth_max": 10.0,
+                                       "video.shift": 3.5, "video.use_log": True, "is_depth_map": True,
+                                       "depth_unit": "mm"}}
     features = {
         "observation.state": {"dtype": "float32", "shape": [cfg.state_dim],
                               "names": [f"joint_{j}.pos" for j in range(cfg.state_dim)]},
@@ -133,7 +150,8 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
                      for key in ("language_persistent", "language_events")}
     episodes = cfg.info_total_episodes or cfg.episodes
     frames = total_frames * episodes // cfg.episodes
-    return {"codebase_version": "v3.0", "robot_type": "dl_synthetic", "total_episodes": episodes,
+    tools = {"tools": [SAY_TOOL]} if cfg.language_columns else {}
+    return {**tools, "codebase_version": "v3.0", "robot_type": "dl_synthetic", "total_episodes": episodes,
             "total_frames": frames, "total_tasks": cfg.tasks, "chunks_size": CHUNKS_SIZE,
             "data_files_size_in_mb": 100, "video_files_size_in_mb": 200, "fps": cfg.fps,
             "splits": {"train": f"0:{episodes}"},
@@ -145,15 +163,10 @@ def info_json(cfg: SyntheticConfig, total_frames: int) -> dict[str, Any]:
 
 
 def _language(frame_index: np.ndarray, episode: np.ndarray, cfg: SyntheticConfig) -> dict[str, pa.Array]:
-    """LeRobot 0.6's annotation columns: a persistent subtask message on each episode's first row, events empty."""
-    tool_calls = pa.list_(pa.string())
-    persistent = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("style", pa.string()),
-                                     ("timestamp", pa.float32()), ("camera", pa.string()), ("tool_calls", tool_calls)]))
-    events = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("style", pa.string()),
-                                 ("camera", pa.string()), ("tool_calls", tool_calls)]))
-    rows = [[{"role": "user", "content": task_string(int(e) % cfg.tasks), "style": "subtask", "timestamp": 0.0,
-              "camera": None, "tool_calls": []}] if f == 0 else [] for f, e in zip(frame_index, episode, strict=True)]
-    return {"language_persistent": pa.array(rows, persistent), "language_events": pa.array([[]] * len(rows), events)}
+    """LeRobot 0.6's annotation columns (`language_messages`), typed by inference as its writer types them."""
+    messages = [language_messages(cfg, int(e), int(f)) for f, e in zip(frame_index, episode, strict=True)]
+    return {"language_persistent": pa.array([p for p, _ in messages]),
+            "language_events": pa.array([e for _, e in messages])}
 
 
 def _columns(cfg: SyntheticConfig, lo: int, hi: int, columns: dict[str, np.ndarray]) -> pa.Table:
@@ -194,12 +207,13 @@ def write_dataset(dst: pathlib.Path, cfg: SyntheticConfig, ffmpeg: str | None,
         rel = f"chunk-{chunk:03d}/file-{file:03d}"
         lo, hi = int(starts[eps[0]]), int(starts[eps[-1] + 1])
         _write_parquet(_columns(cfg, lo, hi, columns), dst / "data" / f"{rel}.parquet", cfg.row_group_size)
+        spans = [range(int(starts[e]), int(starts[e + 1])) for e in eps]
         with ThreadPoolExecutor(max(len(videos), 1)) as pool:  # one ffmpeg per camera, in parallel
-            jobs = [pool.submit(_encode_depth, ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, range(lo, hi))
-                    if cam < 0 else pool.submit(_encode, ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, cam,
-                                                range(lo, hi)) for key, cam in videos]
-            for job in jobs:
-                job.result()
+            jobs = {key: pool.submit(_encode_depth, ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, range(lo, hi))
+                    if cam < 0 else pool.submit(write_camera_file, partial(_encode_camera, ffmpeg, cfg, cam),
+                                                ffmpeg, dst / "videos" / key / f"{rel}.mp4", cfg, spans)
+                    for key, cam in videos}
+            times = {key: job.result() for key, job in jobs.items()}
         for e in eps:
             from_ts = float(starts[e] - lo) / cfg.fps
             # the converter records the first episode of each new data file with the previous file's indices
@@ -209,9 +223,10 @@ def write_dataset(dst: pathlib.Path, cfg: SyntheticConfig, ffmpeg: str | None,
                    "data/chunk_index": named[0], "data/file_index": named[1],
                    "dataset_from_index": int(starts[e]), "dataset_to_index": int(starts[e + 1])}
             for key, _ in videos:
+                span = times[key][e - first] if times[key] is not None else (from_ts,
+                                                                               from_ts + float(lengths[e]) / cfg.fps)
                 row |= {f"videos/{key}/chunk_index": chunk, f"videos/{key}/file_index": file,
-                        f"videos/{key}/from_timestamp": from_ts,
-                        f"videos/{key}/to_timestamp": from_ts + float(lengths[e]) / cfg.fps}
+                        f"videos/{key}/from_timestamp": span[0], f"videos/{key}/to_timestamp": span[1]}
             ep_rows.append(row | {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
             if progress is not None:
                 progress(e + 1, cfg.episodes)

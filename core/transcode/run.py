@@ -5,6 +5,9 @@ Order of work, so that the destination never looks complete before it is: the wo
 meta files copied, the videos re-encoded and verified, `meta/episodes` rewritten with the new timestamps, the new
 dataset read back through dl's reader and decoder, and `meta/info.json` last. Until then `meta/info.json` is absent
 and no LeRobot reader (dl's included) opens the folder as a dataset.
+
+A depth camera's files (`dl.format.depth`: lossless 12-bit codes) are copied as they are, never re-encoded: any
+8-bit or lossy encoding would change the depth every pixel serves.
 """
 
 import concurrent.futures
@@ -193,13 +196,19 @@ class Transcoder:
         new = work / "new" / job.path
         new.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        encode(self.processes, ffmpeg, original, str(new), self.options, threads, frames)
+        depth = job.key in self.meta.depth
+        if depth:  # lossless 12-bit codes: copied, never re-encoded (an 8-bit encoding would change every depth)
+            shutil.copyfile(original, new)
+            frames(job.frames)
+        else:
+            encode(self.processes, ffmpeg, original, str(new), self.options, threads, frames)
         encode_s = time.perf_counter() - t0
         old_frames, new_frames = frames_of(self.processes, ffprobe, original), frames_of(self.processes, ffprobe,
                                                                                           str(new))
         episodes = [EpisodeRows(ep.index, ep.videos[job.key].from_timestamp, rows[ep.index]) for ep in job.episodes]
         spans = new_spans(job.path, old_frames, new_frames, episodes, self.meta.fps, self.options.tolerance_s)
-        average, minimum = psnr(self.processes, ffmpeg, str(new), original, self.options.pix_fmt)
+        average, minimum = (math.inf, math.inf) if depth else psnr(self.processes, ffmpeg, str(new), original,
+                                                                    self.options.pix_fmt)
         target = self.dst / job.path
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(new, target)

@@ -19,6 +19,7 @@ from ..contracts.errors import DlError, describe
 from ..format.episode_checks import describe_problems
 from ..format.metadata import DatasetMeta
 from ..format.tabular import read_episode_tables
+from ..format.timestamp_checks import span_ends
 from .ffmpeg import TranscodeError
 from .options import TranscodeOptions
 
@@ -74,9 +75,11 @@ def row_timestamps(meta: DatasetMeta, on_file: Callable[[], None] | None = None)
 
 def new_info(meta: DatasetMeta, options: TranscodeOptions) -> dict:
     """info.json with each camera's `video.codec`, `video.pix_fmt` and `video.g` (the GOP) set to the new
-    encoding; everything else as it was."""
+    encoding (depth cameras, copied, keep theirs); everything else as it was."""
     info = copy.deepcopy(meta.info)
     for key in meta.video_keys:
+        if key in meta.depth:  # copied as it is (`dl.transcode.run`): its info stays true
+            continue
         feature = info["features"][key]
         holder = "info" if "info" in feature or "video_info" not in feature else "video_info"
         video = feature.setdefault(holder, {})
@@ -115,18 +118,21 @@ def check_result(meta: DatasetMeta, decoder: Decoder, options: TranscodeOptions)
     if meta.problems:  # index ranges against lengths, camera spans against lengths and each other
         raise TranscodeError(f"the new metadata is inconsistent: {describe_problems(meta.problems)}.")
     by_file: dict[str, list] = {}
+    keys: dict[str, str] = {}  # each file's camera (a depth camera's file is copied, not re-encoded)
     for ep in meta.episodes.values():
-        for span in ep.videos.values():
+        for key, span in ep.videos.items():
             if span.path in meta.files:
-                by_file.setdefault(span.path, []).append((ep, span))
+                by_file.setdefault(span.path, []).append((ep, key))
+                keys[span.path] = key
     for path, pairs in by_file.items():
         try:
             codec = decoder.probe(meta.source, path)["codec"]
-            if not codec_matches(options.codec, codec):
+            if keys[path] not in meta.depth and not codec_matches(options.codec, codec):
                 raise TranscodeError(f"{path} decodes as {codec}, not {options.codec}.")
-            for ep, span in pairs:
-                queries = [span.from_timestamp, span.from_timestamp + (ep.length - 1) / meta.fps]
-                pts = decoder.frames_at(meta.source, path, queries).pts_s.tolist()
+            for ep, key in pairs:  # its first frame at from_timestamp, its last where the file's index has it
+                queries = [ep.videos[key].from_timestamp, span_ends(meta, ep, key)[1]]
+                read = decoder.depth_frames if key in meta.depth else decoder.frames_at
+                pts = read(meta.source, path, queries).pts_s.tolist()
                 late = max(abs(p - q) for p, q in zip(pts, queries, strict=True))
                 if late >= options.tolerance_s:
                     raise TranscodeError(f"{path}: episode {ep.index}'s first or last frame decodes {late:.6f} s from "

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from dl.format.columns import ImageColumn
+from dl.format.columns import ArrowColumn
 from dl.format.metadata import DatasetMeta
 from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, table_to_arrays
 from dl.kits import lru_folder
@@ -193,8 +193,8 @@ def _dense_batch(arrays: EpisodeArrays) -> pa.RecordBatch:
     return pa.record_batch({key: _dense_array(values) for key, values in arrays.items()})
 
 
-def _dense_array(values: np.ndarray | ImageColumn) -> pa.Array:
-    if isinstance(values, ImageColumn):
+def _dense_array(values: np.ndarray | ArrowColumn) -> pa.Array:
+    if isinstance(values, ArrowColumn):
         return values.array
     if values.dtype == object:
         return pa.array(values.tolist())

@@ -80,7 +80,7 @@ class MapDataset(torch.utils.data.Dataset):
         locate_all(meta, self.episodes)  # one warning for episodes meta/episodes places in the wrong data file
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys + meta.image_keys, limit)
         check_selection(meta, self.episodes, self.store.arrays, self.store.runs(keys), config.tolerance_s,
-                        config.strict)
+                        config.strict, config.frame_pairing)
         self.starts = self.store.starts
         self.sampler = EpochSampler(len(self), self.rank, self.world_size, config.seed)
 

@@ -20,9 +20,11 @@ from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
 from dl.format.checks import check_rows, report_nonfinite
+from dl.format.frame_times import half_spacing, load_selection
 from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
+from dl.format.timestamp_checks import camera_span
 
 from .chunk_pool import ChunkPool, PoolOrder
 from .decode_buffer import DecodeBuffer, chunk_bytes
@@ -94,11 +96,9 @@ class PoolDataset(torch.utils.data.IterableDataset):
             `MAX_AUTO_CHUNK_FRAMES`, that lets the budget keep a chunk open for every episode a consumer opens
             (min(pool size, the most episodes a consumer owns in epoch 0), the consumers being world size x
             DataLoader workers: `dl.make_dataloader` tells the loader its workers, `fit_workers`; one per rank
-            otherwise), so batches mix as many episodes as without chunks (measured on a 2-camera 640x480 AV1
-            GOP-2 dataset, 256M: fixed 12-frame chunks gave 8 open chunks for 20 episodes per worker and 0.81 of
-            the shuffle ceiling; "auto" chose 4 frames and gave 1.00 at the same speed), rounded down to a
-            multiple of the GOP where the first episode's videos keep one from their first frame (read from
-            their MP4 index: `gop.episode_gop`, `auto_chunk_frames`), so that chunks start on keyframes.
+            otherwise), so batches mix as many episodes as without chunks (`benchmarks/results/internals.md`,
+            "Pool"), rounded down to a multiple of the GOP where the first episode's videos keep one from their
+            first frame (their MP4 index: `gop.episode_gop`, `auto_chunk_frames`), so chunks start on keyframes.
 
     Raises:
         MissingFilesError, DlError: bad selection, delta_timestamps or options.
@@ -128,6 +128,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
         self.builder.check_streams(self.episodes)
+        load_selection(meta, self.episodes)  # the files' frame times, read once here and carried to the workers
         self._nonfinite_seen = False  # NaN/inf warned about in this process
         self.prefetches = isinstance(meta.source, Prefetches)
         if self.prefetches:  # a remote source indexes the files and plans the byte ranges, on the host
@@ -335,12 +336,19 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.meta.source.admit(ep.index, self._with_reads(ep, order))
 
     def _with_reads(self, ep: EpisodeMeta, order: list[tuple[int, int, int]]) -> list[FileSpan]:
-        """`ep`'s file spans, each video span with the reads `(first row, last row, rank)` as times."""
-        fps = self.meta.fps
-        return [span if span.from_timestamp is None or not order else replace(
-            span, reads=tuple((span.from_timestamp + first / fps, span.from_timestamp + (last + 1) / fps, rank)
-                              for first, last, rank in order))
-            for span in self.meta.file_spans(ep)]
+        """`ep`'s file spans, its video spans' reads `(first row, last row, rank)` as file times (frame_times)."""
+        frames = {video.path: camera_span(self.meta, ep, key) for key, video in ep.videos.items()} if order else {}
+        out = []
+        for span in self.meta.file_spans(ep):
+            found = frames.get(span.path)
+            if found is not None:
+                times, start, _ = found
+                last_frame, period = len(times) - 1, 2 * half_spacing(times)
+                span = replace(span, reads=tuple((float(times[min(start + first, last_frame)]),
+                                                  float(times[min(start + last, last_frame)]) + period, rank)
+                                                 for first, last, rank in order))
+            out.append(span)
+        return out
 
     def _read(self, e: int) -> tuple[EpisodeMeta, EpisodeArrays]:
         """Episode `e` (a view) and its rows, checked as they are read (`dl.format.checks.check_rows`); NaN/inf values
@@ -348,7 +356,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         (strict)."""
         ep = self.episodes[e]
         arrays = read_episode_arrays(self.meta, ep, self.keys + self.meta.image_keys)
-        _, nonfinite = check_rows(self.meta, ep, arrays, self.config.tolerance_s)
+        _, nonfinite = check_rows(self.meta, ep, arrays, self.config.tolerance_s, self.config.frame_pairing)
         if nonfinite and (self.config.strict or not self._nonfinite_seen):
             self._nonfinite_seen = True
             report_nonfinite(f"{self.meta.source.url}/{ep.data_path}", nonfinite, [ep.index], self.config.strict)

@@ -12,8 +12,9 @@ from .chunk_pool import Chunk
 
 
 def frame_bytes(meta: DatasetMeta, key: str) -> int:
-    """Bytes of one decoded uint8 frame of camera `key`: the product of its info.json shape ([H, W, C])."""
-    return int(np.prod(meta.features[key]["shape"]))
+    """Bytes of one decoded frame of camera `key`: the product of its info.json shape ([H, W, C]), uint8; a depth
+    camera's int16 codes take 2 bytes a pixel."""
+    return int(np.prod(meta.features[key]["shape"])) * (2 if key in meta.depth else 1)
 
 
 def chunk_bytes(meta: DatasetMeta, chunk_frames: int, offsets: dict[str, np.ndarray]) -> int:
@@ -93,8 +94,9 @@ class DecodeBuffer:
         for key in self.builder.meta.video_keys:
             span = episode.videos[key]
             for a, b in _merged([(lo + d, hi + d) for d in np.unique(self.builder.deltas.get(key, [0]))], length):
-                timestamps = self.builder.file_times(episode, key, arrays["timestamp"][a:b + 1].tolist())
-                plan.append((key, FrameRequest(span.path, timestamps, run=True)))
+                queries = self.builder.query_times(arrays, key)[a:b + 1].tolist()
+                timestamps = self.builder.file_times(episode, key, queries)
+                plan.append((key, FrameRequest(span.path, timestamps, run=True, depth=key in self.builder.meta.depth)))
         self.builder.ensure_checked({r.path for _, r in plan})
         decoded = self.builder.decoder.decode(self.builder.meta.source, [r for _, r in plan])
         runs: dict[str, list[DecodedFrames]] = {}

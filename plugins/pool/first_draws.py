@@ -15,9 +15,9 @@ decoding anything, and the source hears of:
   draws episodes in proportion to their frames left: a 580-frame episode reads its chunks twice as fast as a
   290-frame one, and waited behind the shorter ones' chunks while they sat unread.
 
-Reading ahead costs ~6.5 us a draw (5 ms for 32 open episodes' first draws, 55 ms for an open50 consumer's whole
-epoch), once per consumer and epoch, and only when the source will download some of the epoch's bytes
-(`Source.fetches`); otherwise it is told in slot order, without reads."""
+Reading ahead costs a few microseconds a draw (`benchmarks/results/internals.md`, "Pool"), once per consumer and
+epoch, and only when the source will download some of the epoch's bytes
+(`dl.contracts.source.Prefetches`); otherwise it is told in slot order, without reads."""
 
 import copy
 from dataclasses import dataclass

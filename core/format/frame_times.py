@@ -1,0 +1,114 @@
+"""Each video file's frame presentation times, read from the file's MP4 index, and the frame an episode's row gets.
+
+A row's camera frame is the one whose presentation time is nearest the row's query, `from_timestamp` + the row's
+`timestamp` (LeRobot's `_query_videos`), served when it is less than `tolerance_s` away. Which frames a file holds,
+and when, is read from its container index (`dl.kits.mp4_index`: sample tables, composition offsets, the edit
+list), never assumed: files concatenated from recordings whose durations are not whole frames, 29.97 fps
+cameras, variable frame rates, edit lists and B-frames all put frames off a 1/fps grid of the file's timeline.
+
+`FrameTimes` holds the times of every file read so far; the process that builds a loader reads those of its
+selection once (`FrameTimes.load`, a few ranged reads per file, threaded), and the times travel to workers and
+ranks with the dataset's metadata (`DatasetMeta.frame_times`). A file the index reader cannot read (fragmented,
+Matroska) has no times: its rows are checked against the decoded frames only, when they are decoded.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..kits.mp4_index import Mp4IndexError, read_index
+
+INDEX_THREADS = 16
+"""Files indexed at once by `FrameTimes.load` (each costs one or two reads)."""
+
+
+class FrameTimes:
+    """`{video file: float64 [N] its frames' presentation times in s, ascending}` for the files read so far, and
+    `{video file: why}` for those that cannot be indexed."""
+
+    def __init__(self):
+        self.times: dict[str, np.ndarray] = {}
+        self.unindexed: dict[str, str] = {}
+
+    def load(self, meta, paths) -> None:
+        """Read the times of each of `paths` (relative video paths of `meta`'s dataset) not read yet, from its
+        MP4 index (`INDEX_THREADS` at once). A file the index reader refuses is recorded in `unindexed`.
+
+        Raises:
+            SourceFileNotFoundError, dl.kits.remote.retry.RemoteReadError: a read fails.
+        """
+        todo = sorted({p for p in paths if p not in self.times and p not in self.unindexed})
+        if not todo:
+            return
+        if len(todo) == 1:
+            found = [_read_times(meta, todo[0])]
+        else:
+            with ThreadPoolExecutor(min(INDEX_THREADS, len(todo)), thread_name_prefix="dl-frame-times") as pool:
+                found = list(pool.map(lambda p: _read_times(meta, p), todo))
+        for path, times in zip(todo, found, strict=True):
+            if isinstance(times, str):
+                self.unindexed[path] = times
+            else:
+                self.times[path] = times
+
+    def of(self, meta, path: str) -> np.ndarray | None:
+        """The frame times of video file `path` (read now when this process has not got them), or None when the
+        file cannot be indexed."""
+        if path not in self.times and path not in self.unindexed:
+            self.load(meta, [path])
+        return self.times.get(path)
+
+
+def load_selection(meta, episodes) -> None:
+    """Read the frame times of every video file `episodes` (a sequence of `EpisodeMeta`, or an `EpisodeSelection`)
+    use into `meta.frame_times`, as the process that builds a loader does, once."""
+    columns, positions = getattr(episodes, "columns", None), getattr(episodes, "positions", None)
+    paths: set[str] = set()
+    for key in meta.video_keys:
+        if columns is not None:
+            paths.update(columns.video_paths[key][f] for f in np.unique(columns.video_file[key][positions]).tolist())
+        else:
+            paths.update(ep.videos[key].path for ep in episodes if key in ep.videos)
+    meta.frame_times.load(meta, paths)
+
+
+def _read_times(meta, path: str) -> np.ndarray | str:
+    size = meta.files.get(path)
+    if size is None:
+        return f"{path} is not listed in the dataset's files"
+    try:
+        index = read_index(lambda start, end: meta.source.read_bytes(path, start, end), size,
+                           f"{meta.source.url}/{path}")
+    except Mp4IndexError as exc:
+        return str(exc)
+    times = np.sort(index.pts_s)
+    return times[times >= 0]  # FFmpeg's mov demuxer drops the samples an edit list starts after
+
+
+def half_spacing(times: np.ndarray) -> float:
+    """Half the median spacing (s) of a file's frames: a timestamp within it of a bound counts as on it."""
+    return 0.5 * float(np.median(np.diff(times))) if len(times) > 1 else 0.5
+
+
+def span_frames(times: np.ndarray, from_s: float, to_s: float, length: int) -> tuple[int, int]:
+    """`[first, end)`: the positions in `times` (a file's frame times) of the frames an episode's span
+    `[from_s, to_s)` shows (a frame within half a frame period of a bound counts as inside, as meta/episodes
+    rounds them); a span whose `to_s` leaves out one frame of its `length` rows (as some writers end it) keeps
+    that frame. Empty (`first == end`) when the span shows no frame."""
+    half = half_spacing(times)
+    first, end = np.searchsorted(times, [from_s - half, to_s - half]).tolist()
+    if end - first == length - 1 and end < len(times):
+        end += 1
+    return first, max(end, first)
+
+
+def nearest(times: np.ndarray, first: np.ndarray, last: np.ndarray, query: np.ndarray) -> tuple[np.ndarray,
+                                                                                             np.ndarray]:
+    """For each query (s, float64 [R]), the position of the nearest of `times[first..last]` (its row's own span,
+    int [R] inclusive bounds) and its distance in s: (int64 [R], float64 [R])."""
+    right = np.clip(np.searchsorted(times, query), first, last)
+    left = np.clip(right - 1, first, last)
+    with np.errstate(invalid="ignore"):
+        take_left = np.abs(query - times[left]) <= np.abs(times[right] - query)
+    which = np.where(take_left, left, right)
+    return which, np.abs(query - times[which])

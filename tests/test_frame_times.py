@@ -1,0 +1,151 @@
+"""Frame times from the files (issue 50): datasets whose videos hold real recordings' frame times (concatenated
+episodes off the 1/fps grid, 29.97 fps, a variable frame rate, an edit list, B-frames, drifting wall-clock
+timestamps) are served with every row's own frame where LeRobot's pairing serves it, refused in one line naming the
+file, episode and fix where it does not, and `dl validate` finds exactly what the loaders refuse.
+
+Every row's frame was recorded with it (its index code is the row's index), so the truth is the row's own frame;
+whether a case's frames really lie off the grid is read from the file by ffprobe, not from the generator."""
+
+import subprocess
+import types
+
+import numpy as np
+import pytest
+
+import dl
+from dl.contracts.errors import DatasetFormatError, TimestampToleranceError
+from dl.format.frame_times import FrameTimes
+from dl.format.metadata import EpisodeMeta, VideoSpan
+from dl.format.timestamp_checks import check_pairing
+from dl.format.validation import validate
+from dl.host.assembly import build_decoder, open_dataset
+from dl.testing.synthetic import camera_key, read_frame_code
+
+CAM = camera_key(0)
+CASE = {"episodes": 4, "frames_per_episode": (20, 30), "cameras": 1, "width": 64, "height": 64, "codec": "h264",
+        "episodes_per_file": 2, "gop": 4}
+SERVED = {
+    "concatenated": {"concatenated": True, "recording_tail_s": 0.0037, "movie_timescale": 15360},
+    "vfr": {"vfr_jitter": 0.3},
+    "edit_list": {"edit_list_frames": 3},
+    "bframes": {"gop": 30},
+}
+"""Cases LeRobot's pairing serves at its default tolerance_s (each row's timestamp is its frame's time)."""
+
+
+def frame_times(path) -> np.ndarray:
+    """The presentation times (s) of the frames FFmpeg shows from `path` (its packets, read by ffprobe)."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                          "packet=pts_time", "-of", "csv=p=0", str(path)], capture_output=True, text=True, check=True)
+    times = np.sort([float(x) for x in out.stdout.split() if x.strip()])
+    return times[times >= 0]
+
+
+def first_file(root):
+    return root / "videos" / CAM / "chunk-000" / "file-000.mp4"
+
+
+def own_frames(samples, windows=False):
+    """(served, wrong): every sample's camera frames against its rows' own frames."""
+    wrong = []
+    for s in samples:
+        frames = s[CAM] if windows else s[CAM][None]
+        rows = (int(s["index"]) + np.array([-2, 0, 1])) if windows else [int(s["index"])]
+        ep_first = int(s["index"]) - int(s["frame_index"])
+        for frame, row, pad in zip(frames, rows, s.get(f"{CAM}_is_pad", [False] * len(rows)), strict=True):
+            if not pad and read_frame_code(frame)[0] != row:
+                wrong.append((int(s["index"]), row, read_frame_code(frame)[0]))
+            if pad and not ep_first <= read_frame_code(frame)[0] < ep_first + 40:
+                wrong.append((int(s["index"]), row, read_frame_code(frame)[0]))
+    return wrong
+
+
+@pytest.mark.parametrize("case", sorted(SERVED))
+def test_real_frame_times_are_served_with_each_rows_own_frame(dataset_factory, case):
+    root = dataset_factory(**{**CASE, **SERVED[case]})
+    times = frame_times(first_file(root))
+    if case in ("concatenated", "vfr"):  # the case proves something only off the grid of the file's timeline
+        assert np.abs(times * 30 - np.rint(times * 30)).max() > 0.05
+    for loader in ("map", "pool"):
+        ds = dl.make_dataset(str(root), loader=loader, image_dtype="uint8")
+        samples = [ds[i] for i in range(len(ds))] if loader == "map" else list(ds)
+        assert len(samples) == sum(open_dataset(str(root)).episodes[e].length for e in range(4))
+        assert own_frames(samples) == [], (case, loader)
+    assert validate(open_dataset(str(root)), build_decoder("cpu"), decode="ends").errors == []
+
+
+def test_windows_on_concatenated_episodes(dataset_factory):
+    root = dataset_factory(**{**CASE, **SERVED["concatenated"]})
+    ds = dl.make_dataset(str(root), image_dtype="uint8", delta_timestamps={CAM: [-2 / 30, 0.0, 1 / 30]})
+    assert own_frames([ds[i] for i in range(len(ds))], windows=True) == []
+
+
+def test_a_29_97_fps_camera_is_refused_with_a_tolerance_under_half_a_frame(dataset_factory):
+    root = dataset_factory(**{**CASE, "video_rate": "30000/1001"})
+    assert np.diff(frame_times(first_file(root))).mean() == pytest.approx(1001 / 30000, abs=1e-6)
+    with pytest.raises(TimestampToleranceError) as err:
+        dl.make_dataset(str(root))
+    message = str(err.value)
+    assert "\n" not in message and "data/chunk-000/file-00" in message and "episode " in message
+    tolerance = float(message.split("--tolerance-s ")[1].split(" ")[0])
+    assert tolerance < 0.5 / 30 and "one frame per row" in message
+    ds = dl.make_dataset(str(root), tolerance_s=tolerance, image_dtype="uint8")
+    assert own_frames([ds[i] for i in range(len(ds))]) == []
+    assert validate(open_dataset(str(root)), build_decoder("cpu"), decode="ends").errors != []
+    assert validate(open_dataset(str(root)), build_decoder("cpu"), tolerance_s=tolerance, decode="ends").errors == []
+
+
+@pytest.fixture(scope="module")
+def drifting(tmp_path_factory):
+    """Wall-clock timestamps 4% slow against a video of one frame per row (by an episode's end, up to 1.2 frames
+    past its own frame)."""
+    from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
+
+    return write_synthetic_dataset(tmp_path_factory.mktemp("drift") / "ds",
+                                   SyntheticConfig(**{**CASE, "recorded_timestamps": (0.0, 0.04, 0.0)}))
+
+
+@pytest.mark.parametrize("loader", ["map", "pool"])
+def test_drift_is_said_in_one_line_and_no_tolerance_is_suggested(drifting, loader):
+    with pytest.raises(TimestampToleranceError) as err:
+        ds = dl.make_dataset(str(drifting), loader=loader)
+        list(ds) if loader == "pool" else None
+    message = str(err.value)
+    assert "\n" not in message and "episode " in message and "data/chunk-000/file-00" in message
+    assert "holds one frame per row" in message and "drift from them to +0.0" in message
+    assert "by the episode's end; LeRobot's pairing (the file's nearest frame), at a tolerance_s that serves it, " \
+           "would serve another episode's frames" in message
+    assert "--frame-pairing row" in message and "--tolerance-s" not in message
+
+
+@pytest.mark.parametrize("loader", ["map", "pool"])
+def test_row_pairing_serves_each_row_its_own_frame(drifting, loader):
+    ds = dl.make_dataset(str(drifting), loader=loader, frame_pairing="row", image_dtype="uint8",
+                         delta_timestamps={CAM: [-2 / 30, 0.0, 1 / 30]})
+    samples = [ds[i] for i in range(len(ds))] if loader == "map" else list(ds)
+    assert len(samples) == sum(open_dataset(str(drifting)).episodes[e].length for e in range(4))
+    assert own_frames(samples, windows=True) == []
+
+
+def test_validate_agrees_with_the_loaders_on_drift(drifting):
+    meta = open_dataset(str(drifting))
+    found = validate(meta, build_decoder("cpu"), decode="ends").errors
+    assert found and any("--frame-pairing row" in f.message for f in found)
+    assert validate(open_dataset(str(drifting)), build_decoder("cpu"), frame_pairing="row", decode="ends").errors == []
+
+
+def test_row_pairing_refuses_a_span_without_one_frame_per_row():
+    # a recording that dropped a frame: its span (from/to timestamps right for 10 rows) shows 9 frames
+    times = np.delete(np.arange(20) / 30, 13)
+    meta = types.SimpleNamespace(source=types.SimpleNamespace(url="file:///ds"), frame_times=FrameTimes(), files={})
+    meta.frame_times.times["videos/cam.mp4"] = times
+    span = VideoSpan("videos/cam.mp4", 10 / 30, 20 / 30)
+    episode = EpisodeMeta(1, 10, 10, 20, "data/file-000.parquet", {"cam": span}, ("task",))
+    with pytest.raises(DatasetFormatError) as err:
+        check_pairing("file:///ds/data/file-000.parquet", meta, episode)
+    assert str(err.value) == (
+        "file:///ds/data/file-000.parquet: episode 1: camera cam's span of videos/cam.mp4 ([0.333333, 0.666667) s) "
+        "holds 9 frames for 10 rows; frame_pairing=\"row\" needs one frame per row. Pair by timestamp (the default) "
+        "or leave the episode out.")
+    check_pairing("file:///ds/data/file-000.parquet", meta, EpisodeMeta(
+        0, 10, 0, 10, "data/file-000.parquet", {"cam": VideoSpan("videos/cam.mp4", 0.0, 10 / 30)}, ("task",)))
