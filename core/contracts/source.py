@@ -103,7 +103,10 @@ class Source:
     def fs(self) -> "fsspec.AbstractFileSystem":
         """This process's filesystem instance."""
         if self._pid != os.getpid():
-            # fsspec's instance cache is per process, so this makes a fresh instance after fork
+            # fsspec's instance cache is per process, so this makes a fresh instance after fork. The parent's stays
+            # referenced: collected here, an async filesystem's (s3fs) finalizer would wait on the parent's event
+            # loop, which no thread of this process runs
+            self._inherited_fs = self._fs
             self._fs, self._pid = type(self._fs)(*self._fs.storage_args, **self._fs.storage_options), os.getpid()
         return self._fs
 

@@ -49,8 +49,7 @@ def default_base() -> Path:
 
 def host_folder(base: str | None) -> Path:
     """This host's folder under `base` (None: `default_base()`): `host-<host_name()>`. Resolved where a source is
-    built, so its DataLoader workers (which may start from a process with another environment: the forkserver) use
-    the same one."""
+    built, so its DataLoader workers (started with another environment, by spawn) use the same one."""
     return (Path(os.path.expanduser(base)) if base else default_base()) / f"host-{host_name()}"
 
 

@@ -20,9 +20,7 @@ read is a ranged request of `block_size` bytes.
 
 import hashlib
 import io
-import multiprocessing
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
@@ -30,7 +28,6 @@ from typing import TYPE_CHECKING, BinaryIO
 import filelock
 
 from ...contracts.errors import DlError
-from ...contracts.needs import DataLoaderNeeds
 from ...contracts.source import FileSpan
 from .file_plan import digest
 from .host_cache import BLOCK_BYTES, HostCache, host_folder
@@ -42,9 +39,6 @@ from .views import CachedView
 
 if TYPE_CHECKING:
     import fsspec
-
-PRELOAD = ("torch", "torchcodec.decoders", "pyarrow.parquet")
-"""Modules the forkserver imports once, before it forks DataLoader workers (besides the `dl` modules loaded)."""
 
 
 @dataclass(frozen=True)
@@ -126,15 +120,6 @@ class RemoteSource(RemoteStore):
     def video_input(self, rel: str) -> BinaryIO:
         """An unbuffered `CachedView` of `rel` (a decoder that reads on after a short read may turn on its `fills`)."""
         return CachedView(self, rel, self._size(rel))
-
-    def dataloader_needs(self) -> DataLoaderNeeds:
-        """`forkserver` workers: a worker forked from a process whose download threads are inside a request would
-        inherit the locks they hold (huggingface_hub's connection pool) and the async filesystems' sessions. The
-        forkserver imports `PRELOAD`, the filesystem's module and the `dl` modules loaded here once, so each worker
-        starts without importing them."""
-        loaded = sorted(name for name in sys.modules if name == "dl" or name.startswith("dl."))
-        multiprocessing.set_forkserver_preload(["__main__", *PRELOAD, type(self._fs).__module__, *loaded])
-        return DataLoaderNeeds(multiprocessing_context="forkserver")
 
     # ------------------------------------------------------------------------------------ Prefetches
     def prepare(self, files: list[FileSpan]) -> int:

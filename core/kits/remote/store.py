@@ -11,6 +11,7 @@ plans and the host's block cache on top.
 
 import os
 import posixpath
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
@@ -28,6 +29,57 @@ if TYPE_CHECKING:
 STREAM_BLOCK_BYTES = 64 << 10
 """Most bytes of a streamed response body a source hands on at a time (`RemoteStore.stream_range`): a cached range
 is ready once the block holding its last byte is in."""
+
+
+FORK_WAIT_S = 60.0
+"""The longest a fork waits for this process's requests in flight (then it goes ahead)."""
+
+
+class _Requests:
+    """This process's requests in flight, and whether it is forking."""
+
+    def __init__(self):
+        self.cond, self.active, self.forking = threading.Condition(), 0, False
+
+
+_requests = _Requests()
+
+
+@contextmanager
+def in_flight() -> Iterator[None]:
+    """Marks one attempt of a request as in flight: a fork waits for it to end, and it waits for a fork to end.
+    A forked child keeps only the forking thread, and a lock another thread held inside a request (an HTTP
+    client's connection pool, which huggingface_hub closes in a forked child) would stay held there forever; so
+    DataLoader workers are forked only while no request of this process is in flight (`os.register_at_fork`)."""
+    with _requests.cond:
+        _requests.cond.wait_for(lambda: not _requests.forking)
+        _requests.active += 1
+    try:
+        yield
+    finally:
+        with _requests.cond:
+            _requests.active -= 1
+            _requests.cond.notify_all()
+
+
+def _before_fork() -> None:
+    with _requests.cond:
+        _requests.forking = True
+        _requests.cond.wait_for(lambda: not _requests.active, timeout=FORK_WAIT_S)
+
+
+def _after_fork_in_parent() -> None:
+    with _requests.cond:
+        _requests.forking = False
+        _requests.cond.notify_all()
+
+
+def _after_fork_in_child() -> None:
+    global _requests
+    _requests = _Requests()  # the child's only thread is in no request
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 class _WriteFailed(DlError):
@@ -102,10 +154,11 @@ class RemoteStore(Source):
         return self.fs, full
 
     def _call(self, rel: str, request):
-        """`request()` under the retry policy, counted."""
+        """`request()` under the retry policy, counted; each attempt `in_flight` (a fork waits for it)."""
         def attempt():
             self.counters.add("requests")
-            return request()
+            with in_flight():
+                return request()
 
         try:
             return self.retry.call(attempt, f"{self.url}/{rel}", self._on_retry)
