@@ -1,11 +1,7 @@
-"""Source `bucket`: a LeRobot v3.0 dataset under any fsspec URL (`s3://`, `gs://`, `hf://buckets/...`,
-`file://`, `memory://`...), optionally with its metadata elsewhere (a Hub repo, as LeRobot's streaming
-benchmark keeps `meta/` on the Hub and data and videos in a bucket: `--data-files-root`).
-
-Storage options (endpoint URL, credentials profile, anonymous access) go to the filesystem of the bulk
-files as given (`--storage-option KEY=VALUE`, `source_options={"storage_options": {...}}`). On S3 the
-library's own retries are turned off (s3fs's `retries` attribute set to 1; botocore `total_max_attempts=1`
-unless given), so every retry happens, and is counted, in `dl.kits.remote.store.RemoteStore`.
+"""Source `bucket`: a LeRobot v3.0 dataset under any fsspec URL (`s3://`, `gs://`, `hf://buckets/...`, `file://`...),
+optionally with its metadata on the Hub (as LeRobot's streaming benchmark keeps it: `--data-files-root`). Storage
+options go to the bulk files' filesystem as given (`--storage-option KEY=VALUE`). On S3 the library's own retries
+are off (s3fs's `retries` 1, botocore `total_max_attempts=1` unless given): every retry is dl's, counted.
 """
 
 from collections.abc import Iterator
@@ -20,26 +16,28 @@ from dl.kits.remote.store import STREAM_BLOCK_BYTES
 from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
 from .options import DEFAULT_CACHE_BYTES, remote_options
 
-S3_SETTINGS = {"S3FileSystem": {"retries": 1}}
-"""Attributes set on each process's s3fs instance: one attempt per call (s3fs takes no such option)."""
-
 
 class BucketSource(RemoteSource):
-    """A `RemoteSource` on any fsspec filesystem. On S3 a range's response body is read in blocks as it arrives
-    (the `get_object` call s3fs's `cat_file` makes, through s3fs's client); elsewhere in one piece."""
+    """A `RemoteSource` on any fsspec filesystem: on S3 a range's body is read in blocks as it arrives (s3fs's own
+    `get_object` call), elsewhere in one piece."""
 
-    fs_settings = S3_SETTINGS
+    def _tuned(self, fs):
+        """One attempt per s3fs call (its `retries` attribute, which its constructor does not take)."""
+        if type(fs).__name__ == "S3FileSystem":
+            fs.retries = 1
+        return fs
 
-    def stream_range(self, fs, path: str, start: int, end: int) -> Iterator[bytes]:
+    def stream_range(self, fs, path: str, start: int | None, end: int | None) -> Iterator[bytes]:
         if type(fs).__name__ != "S3FileSystem" or not hasattr(fs, "_call_s3"):  # another store, or another s3fs
             yield from super().stream_range(fs, path, start, end)
             return
         from fsspec.asyn import sync
 
         bucket, key, version = fs.split_path(path)
-        version_kw = {"VersionId": version} if version else {}
-        response = sync(fs.loop, fs._call_s3, "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}",
-                        **version_kw)
+        kw = {"VersionId": version} if version else {}
+        if start is not None or end is not None:
+            kw["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
+        response = sync(fs.loop, fs._call_s3, "get_object", Bucket=bucket, Key=key, **kw)
         body = response["Body"]
         try:
             while block := sync(fs.loop, body.read, STREAM_BLOCK_BYTES):
@@ -50,10 +48,7 @@ class BucketSource(RemoteSource):
 
 def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.AbstractFileSystem, str]:
     """(filesystem, path without protocol) for `url`, with dl's retry defaults on S3.
-
-    Raises:
-        DlError: an unknown protocol, or options the filesystem refuses.
-    """
+    Raises DlError: an unknown protocol, or options the filesystem refuses."""
     options = dict(storage_options or {})
     protocol = fsspec.core.split_protocol(url)[0] or "file"
     if protocol in ("s3", "s3a"):

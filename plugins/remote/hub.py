@@ -1,13 +1,8 @@
-"""Source `hub`: a LeRobot v3.0 dataset repo on the Hugging Face Hub, read through huggingface_hub at one
-commit.
-
-The revision (a branch, tag or sha; default `main`) is resolved to its commit sha once, by the process
-that opens the source (`dl run`'s host), and every read names that sha (`resolve/<sha>/...`), so a push
-during training cannot mix two versions; `pinned_options()` hands the sha to runs, ranks and workers,
-which then ask the Hub nothing about the revision. `HF_ENDPOINT`, `HF_TOKEN` (or the token saved by
-`hf auth login`) and `HF_HUB_OFFLINE` are huggingface_hub's own settings; offline, the source serves the
-revision's snapshot from the local Hugging Face cache or says how to fill it. The token never appears in
-a URL, an option, a message or a result.
+"""Source `hub`: a LeRobot v3.0 dataset repo on the Hugging Face Hub, read through huggingface_hub at one commit.
+The revision (default `main`) is resolved to its sha once, by the process that opens the source, and every read
+names that sha, so a push during training cannot mix two versions; `pinned_options()` hands it to runs, ranks and
+workers. `HF_ENDPOINT`, `HF_TOKEN` and `HF_HUB_OFFLINE` are huggingface_hub's settings (offline: the revision's
+snapshot in the local Hugging Face cache). The token never appears in a URL, an option, a message or a result.
 """
 
 import os
@@ -30,10 +25,8 @@ SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 class HubSource(RemoteSource):
-    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are GETs through huggingface_hub's HTTP session
-    and headers (its own retry loop would hide retries from our counters and policy). A large file's ranges go to
-    the CDN URL its `resolve` URL redirects to, resolved once per process (`dl.plugins.remote.hub_cdn`), since the
-    Hub limits `resolve` requests."""
+    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are GETs through huggingface_hub's HTTP session and
+    headers (its own retry loop would hide retries from dl's), to the CDN URL of a large file (`hub_cdn`)."""
 
     def __init__(self, fs, root: str, repo_id: str, sha: str, options: RemoteOptions):
         self.repo_id, self.sha = repo_id, sha
@@ -48,30 +41,24 @@ class HubSource(RemoteSource):
         trust_commit(fs, self.repo_id, self.sha)
         return fs
 
-    def request_range(self, fs, path: str, start: int | None, end: int | None) -> bytes:
-        from huggingface_hub.utils import get_session, hf_raise_for_status
-
-        if hasattr(get_session(), "build_request"):
-            with self._get(fs, path, start, end) as response:
-                response.read()
-        else:  # huggingface_hub before 1.0: a requests session, which follows each redirect
-            url, headers = self._request(fs, path, start, end)
-            response = get_session().get(url, headers=headers, timeout=60)
-        hf_raise_for_status(response)
-        data = response.content
-        if response.status_code == 200 and (start or end is not None):  # the server ignored the range
-            data = data[start or 0:end]
-        return data
-
-    def stream_range(self, fs, path: str, start: int, end: int) -> Iterator[bytes]:
+    def stream_range(self, fs, path: str, start: int | None, end: int | None) -> Iterator[bytes]:
         """The response body in blocks of up to `STREAM_BLOCK_BYTES` as they arrive, through huggingface_hub's
-        httpx session (huggingface_hub 1.0 and later; before it, its requests session gives one block)."""
-        from huggingface_hub.utils import get_session, hf_raise_for_status
+        httpx session, to the file's CDN URL once resolved (`CdnLinks.get`); before huggingface_hub 1.0, through
+        its requests session in one block."""
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-        if not hasattr(get_session(), "build_request"):
-            yield from super().stream_range(fs, path, start, end)
+        rel = path[len(f"datasets/{self.repo_id}@{self.sha}/"):]
+        url = hf_hub_url(self.repo_id, rel, repo_type="dataset", revision=self.sha, endpoint=fs.endpoint)
+        headers = build_hf_headers(token=fs.token)
+        if start is not None or end is not None:
+            headers["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
+        if not hasattr(get_session(), "build_request"):  # a requests session, which follows each redirect
+            response = get_session().get(url, headers=headers, timeout=60)
+            hf_raise_for_status(response)
+            yield response.content[start or 0:] if response.status_code == 200 else response.content
             return
-        with self._get(fs, path, start, end) as response:
+        with self._links.get(get_session(), path, url, headers, lambda: self.counters.add("requests")) as response:
             if response.status_code >= 400:
                 response.read()  # the error's message is in the body
             hf_raise_for_status(response)
@@ -82,37 +69,11 @@ class HubSource(RemoteSource):
                 if block:
                     yield block
 
-    def _get(self, fs, path: str, start: int | None, end: int | None):
-        """A GET of bytes `[start, end)` of repo file `path` (None: from the start, to the end) through
-        huggingface_hub's httpx session, its body streamed (a context manager): to the file's CDN URL once it
-        was resolved (`CdnLinks.get`)."""
-        from huggingface_hub.utils import get_session
-
-        url, headers = self._request(fs, path, start, end)
-        return self._links.get(get_session(), path, url, headers, lambda: self.counters.add("requests"))
-
-    def _request(self, fs, path: str, start: int | None, end: int | None) -> tuple[str, dict]:
-        """(URL, headers) of a GET of the repo file `path` at the pinned commit, bytes `[start, end)` (None: from
-        the start, to the end)."""
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers
-
-        prefix = f"datasets/{self.repo_id}@{self.sha}/"
-        url = hf_hub_url(self.repo_id, path[len(prefix):], repo_type="dataset", revision=self.sha,
-                         endpoint=fs.endpoint)
-        headers = build_hf_headers(token=fs.token)
-        if start is not None or end is not None:
-            headers["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
-        return url, headers
-
 
 def parse_repo(root: str, revision: str | None) -> tuple[str, str, str]:
     """`(repo_id, revision, path in repo)` from `owner/name[@rev][/path]`, with an optional `hf://` and
     `datasets/` in front.
-
-    Raises:
-        DlError: not a repo id, or a revision in `root` that contradicts `revision`.
-    """
+    Raises DlError: not a repo id, or a revision in `root` that contradicts `revision`."""
     text = root.removeprefix("hf://").removeprefix("datasets/").strip("/")
     parts = text.split("/")
     if len(parts) < 2 or not parts[0] or not parts[1]:
@@ -151,9 +112,8 @@ def resolve_revision(repo_id: str, revision: str, endpoint: str | None, retry: R
 
 
 def trust_commit(fs: fsspec.AbstractFileSystem, repo_id: str, sha: str) -> None:
-    """Tell `fs` that dataset `repo_id` has commit `sha` (resolved by us), so it does not check again with
-    one request per process (HfFileSystem keeps that check in a private cache; nothing happens where a
-    version has none)."""
+    """Tell `fs` that dataset `repo_id` has commit `sha`, so it does not ask again in each process (HfFileSystem
+    keeps that check in a private cache; nothing happens where a version has none)."""
     checked = getattr(fs, "_repo_and_revision_exists_cache", None)
     if isinstance(checked, dict):
         checked[("dataset", repo_id, sha)] = (True, None)
@@ -161,10 +121,7 @@ def trust_commit(fs: fsspec.AbstractFileSystem, repo_id: str, sha: str) -> None:
 
 def hub_filesystem(storage_options: dict | None) -> fsspec.AbstractFileSystem:
     """An `HfFileSystem` (listings in one paginated request per folder: `max_workers=1`).
-
-    Raises:
-        DlError: a token in the storage options (it would be written into run specs and results).
-    """
+    Raises DlError: a token in the storage options (it would be written into run specs and results)."""
     from huggingface_hub import HfFileSystem
 
     options = dict(storage_options or {})
@@ -179,10 +136,7 @@ def hub_filesystem(storage_options: dict | None) -> fsspec.AbstractFileSystem:
 
 def offline_snapshot(repo_id: str, revision: str, sub: str) -> Source:
     """The revision's snapshot in the local Hugging Face cache, as a local source (HF_HUB_OFFLINE).
-
-    Raises:
-        DlError: the snapshot is not in the cache.
-    """
+    Raises DlError: the snapshot is not in the cache."""
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 

@@ -1,13 +1,8 @@
-"""Range requests to the Hub's large files through the CDN URL their `resolve` URL redirects to.
-
-The Hub serves the files it stores with Git LFS or Xet (videos and parquet files, by its default `.gitattributes`)
-from a CDN: their `resolve` URL at a commit answers with a redirect to a signed CDN URL (valid about an hour).
-huggingface_hub's own file readers (`HfFileSystem`) ask `resolve` again for every range, and the Hub limits
-`resolve` requests (3000 per 5 minutes per address without a token, 5000 with a free account:
-https://huggingface.co/docs/hub/rate-limits), which a streaming run making tens of range requests a second reaches
-within minutes. `CdnLinks` resolves a file once per process (one thread asks while the others wait for its answer)
-and sends the file's ranges to the CDN URL for `LINK_REUSE_S` seconds; the Hub token goes to the Hub's own origin
-only, as huggingface_hub keeps it from CDN redirects.
+"""Range requests to the Hub's large files through the CDN URL their `resolve` URL redirects to. The Hub serves
+LFS and Xet files (videos, parquet) from a CDN, through a signed URL (valid about an hour) its `resolve` URL
+redirects to; `HfFileSystem` asks `resolve` again for every range, and the Hub limits `resolve` requests (3000 per 5
+minutes per address without a token: https://huggingface.co/docs/hub/rate-limits), which a streaming run reaches
+within minutes. `CdnLinks` resolves a file once per process and sends its ranges to the CDN URL for `LINK_REUSE_S`.
 """
 
 import os
@@ -15,17 +10,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from urllib.parse import urljoin, urlsplit
-
-from dl.kits.remote.retry import RemoteReadError
+from urllib.parse import urlsplit
 
 LINK_REUSE_S = 300.0
-"""Seconds a process sends a file's ranges to the CDN URL its `resolve` redirected to, before resolving it again
-(the Hub signs CDN URLs for about an hour; one refused earlier is resolved again at once)."""
+"""Seconds a process uses a file's CDN URL before resolving it again (the Hub signs them for about an hour)."""
 STALE_LINK = (401, 403, 404, 410)
 """Statuses of a CDN URL that no longer serves (an expired or revoked signature): the file is resolved again."""
-MAX_REDIRECTS = 5
-"""Redirects followed from a `resolve` URL (a renamed repo, then the CDN, then the CDN's own)."""
 TIMEOUT_S = 60.0
 """Seconds a connection or a read may stall before the request fails (a transient error: retried)."""
 
@@ -50,25 +40,26 @@ class CdnLinks:
 
     @contextmanager
     def get(self, session, path: str, url: str, headers: dict, count: Callable[[], None]) -> Iterator:
-        """A GET of repo file `path`, whose `resolve` URL is `url`, with `headers` (its `Range`), through an httpx
-        `session` (huggingface_hub's), the response's body not read yet (closed on leaving). It goes to the file's
-        CDN URL while this process holds one younger than `LINK_REUSE_S`, else to `url`, whose redirects are
-        followed by hand (at most `MAX_REDIRECTS`) and the first one off the Hub's origin kept as the file's CDN URL.
-        A CDN URL refused (`STALE_LINK`) is dropped and the file resolved again, once. `count()` is called for
-        each HTTP request past the first (the caller counts one per try).
-
-        Raises:
-            RemoteReadError: more than `MAX_REDIRECTS` redirects. httpx's transport errors as they come.
-        """
+        """A GET of repo file `path` (`resolve` URL `url`, `headers` with its `Range`) through an httpx `session`,
+        the body not read yet (closed on leaving): to the file's CDN URL while this process holds one younger than
+        `LINK_REUSE_S`, else to `url`, whose redirects httpx follows, keeping where they end on another origin as the
+        file's CDN URL. A CDN URL refused (`STALE_LINK`) is dropped and the file resolved again, once. `count()` is
+        called for each HTTP request past the first. Raises httpx's errors as they come."""
         sent = []
 
         def send(target: str):
             if sent:
                 count()
             sent.append(target)
-            return _send(session, target, url, headers)
+            ours = _origin(target) == _origin(url)  # the Hub token goes to the Hub's origin only
+            sent_headers = headers if ours else {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            request = session.build_request("GET", target, headers=sent_headers, timeout=TIMEOUT_S)
+            response = session.send(request, stream=True, follow_redirects=True)
+            for _ in response.history:
+                count()
+            return response
 
-        response, link = None, self._fresh(path)
+        link, response = self._fresh(path), None
         if link is not None:
             response = send(link)
             if response.status_code in STALE_LINK:
@@ -79,34 +70,15 @@ class CdnLinks:
             with self._lock(path):  # one thread resolves the file; the others wait for its link
                 link = self._fresh(path)
                 if link is None:
-                    response, link = self._resolve(send, path, url)
+                    response = send(url)
+                    if _origin(str(response.url)) != _origin(url):
+                        self.urls[path] = (str(response.url), time.time())
             if response is None:
                 response = send(link)
         try:
-            while response.has_redirect_location:  # a CDN URL may redirect on (not kept)
-                if len(sent) > MAX_REDIRECTS + 1:
-                    raise RemoteReadError(f"{url}: more than {MAX_REDIRECTS} redirects")
-                response = _next(response, send)
             yield response
         finally:
             response.close()
-
-    def _resolve(self, send, path: str, url: str) -> tuple[object, str | None]:
-        """`(response, None)` of `url` when it does not redirect off the Hub's origin (the file itself: not an LFS
-        file, or an error); `(None, CDN URL)`, kept as `path`'s, when it does."""
-        response = send(url)
-        for _ in range(MAX_REDIRECTS):
-            if not response.has_redirect_location:
-                return response, None
-            target = urljoin(str(response.url), response.headers["Location"])
-            if _origin(target) != _origin(url):
-                response.read()  # a few bytes: the connection serves the next request
-                response.close()
-                self.urls[path] = (target, time.time())
-                return None, target
-            response = _next(response, send)
-        response.close()
-        raise RemoteReadError(f"{url}: more than {MAX_REDIRECTS} redirects")
 
     def _fresh(self, path: str) -> str | None:
         link = self.urls.get(path)
@@ -121,23 +93,6 @@ class CdnLinks:
             self._own_locks()
         with self._guard:
             return self._locks.setdefault(path, threading.Lock())
-
-
-def _next(response, send):
-    """The request `response` (a redirect, its body read and closed here) redirects to."""
-    target = urljoin(str(response.url), response.headers["Location"])
-    response.read()
-    response.close()
-    return send(target)
-
-
-def _send(session, target: str, url: str, headers: dict):
-    """A GET of `target` with `headers` (those of the request to `url`), its body not read yet; the Hub token goes
-    only to `url`'s origin."""
-    if _origin(target) != _origin(url):
-        headers = {key: value for key, value in headers.items() if key.lower() != "authorization"}
-    return session.send(session.build_request("GET", target, headers=headers, timeout=TIMEOUT_S), stream=True,
-                        follow_redirects=False)
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

@@ -11,10 +11,7 @@ DEFAULT_CACHE_BYTES = 8_000_000_000
 def remote_options(prefetch: bool, cache_bytes: int | str, prefetch_threads: int, block_size: int | str,
                   retry_attempts: int, retry_deadline_s: float, cache_dir: str | None = None) -> RemoteOptions:
     """Check the shared options and build a source's `RemoteOptions`.
-
-    Raises:
-        DlError: an option out of range, naming it.
-    """
+    Raises DlError: an option out of range, naming it."""
     cache_bytes = parse_bytes(cache_bytes, "source option cache_bytes")  # 8G as well as 8000000000
     block_size = parse_bytes(block_size, "source option block_size")
     checks = {"cache_bytes": cache_bytes >= 1, "prefetch_threads": prefetch_threads >= 1, "block_size": block_size >= 1,

@@ -1,13 +1,8 @@
-"""One cache of remote files' bytes per host: fixed-size blocks in one folder that every process of every run on
-the host shares (the host's own reads, its ranks, their DataLoader workers).
-
-A block is `BLOCK_BYTES` of one version of one file (`name`: a digest of the dataset's URL, the file and its listed
-size and ETag or checksum, so a changed file or another dataset never matches), stored as `<folder>/<name>.<n>.blk`
-and kept as a `dl.kits.lru_folder` keeps its files: written under a temporary name and renamed, marked used when
-read, the least recently used deleted once the folder holds more than the limit (checked each time a process has
-written `limit / EVICT_EVERY` bytes). One process downloads a block while the others wait on its lock (`filelock`,
-a `.lock` file beside it). Each host has a folder of its own under the base (`host-<name>`) and evicts only in it:
-a base several nodes share (a home directory) is never cleaned by another node.
+"""One cache of remote files' bytes per host: fixed-size blocks in one folder shared by every process of every run
+on the host. A block is `BLOCK_BYTES` of one version of one file, `<folder>/<name>.<n>.blk`, kept as
+`dl.kits.lru_folder` keeps files (written under a temporary name and renamed, marked used when read, least recently
+used deleted past the limit); one process downloads a block while the others wait on its lock (`filelock`). Each
+host evicts only in its own folder (`host-<name>`), so a base several nodes share is never cleaned by another node.
 """
 
 import os
@@ -22,8 +17,7 @@ from .. import lru_folder
 from ..paths import cache_dir
 
 BLOCK_BYTES = 128 << 10
-"""The cache's unit: about a keyframe and the first frames of a 640x480 camera episode at real bitrates (~6 KB a
-frame) plus a decoder's 64 KiB read-ahead: the first block of an episode's frames is what a decoder starts on."""
+"""The cache's unit: a keyframe and the first frames of a 640x480 camera (~6 KB a frame) and a 64 KiB read-ahead."""
 EVICT_EVERY = 8
 """A process checks the folder's size each time it has written this fraction of the limit."""
 TOUCH_S = 30.0

@@ -1,22 +1,17 @@
 """Which blocks an admitted episode needs and in which order (`block_runs`), and the threads of one process that
-download them (`Prefetcher`).
-
-A loader admits many episodes at once (the pool opens `episode_pool_size` of them and draws its first batch from
-all of them), so each block gets a depth, and the threads download the shallowest first, ties in admission order:
-- a range read from its start (a decoder opens at its first keyframe and reads on) has its blocks at depths that
-  grow as the range goes on: its first block at 0, the next 2 at 1, the next 4 at 2, ... So the first block of
-  every admitted range comes before the second of any, and deeper bytes go in longer downloads;
-- where the loader says in which order it reads a video span (`FileSpan.reads`, placed in its bytes by
-  `dl.kits.remote.span_reads`: the pool's chunks, ranked by their first draw), a block's depth is the lowest rank
-  of a read in it, and blocks no read falls in come last.
-Adjacent blocks of one file at one depth go in one download of at most `RUN_BLOCKS` blocks (fewer requests: each
-costs a round trip and a server's work).
+download them (`Prefetcher`). A loader admits many episodes at once, so each block gets a depth and the threads take
+the shallowest first, ties in admission order: where the loader says in which order it reads a video span
+(`FileSpan.reads`, placed in its bytes by `dl.kits.remote.span_reads`), a block's depth is the lowest rank of a read
+in it (blocks no read falls in last); else depths grow along a range (its first block at 0, the next 2 at 1, the next
+4 at 2...), so the first block of every range comes before the second of any. Adjacent blocks of one file at one
+depth go in one download of at most `RUN_BLOCKS` blocks (each request costs a round trip and a server's work).
 """
 
 import heapq
 import itertools
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from typing import NamedTuple
 
 from .span_reads import Ranked
@@ -78,22 +73,19 @@ def merged(pieces: list[Piece]) -> list[Piece]:
 
 class Prefetcher:
     """`threads` download threads of one process (started on the first task), taking tasks shallowest first, ties in
-    the order they came. A task is a function of no arguments (a download); one that fails is held against its
-    key for `wait` (a reader that needs the bytes fetches them itself, and gets the error there)."""
+    the order they came. A task is a function of no arguments (a download); one that fails is dropped: a reader that
+    needs its bytes fetches them itself, and gets the error there."""
 
     def __init__(self, threads: int):
         self.threads = max(1, int(threads))
         self._queue: list[tuple[int, int, object, Callable[[], None]]] = []
         self._numbers = itertools.count()
-        self._pending: dict[object, int] = {}  # tasks of a key queued or running
-        self._errors: dict[object, BaseException] = {}
         self._cond = threading.Condition()
         self._workers: list[threading.Thread] = []
 
     def submit(self, key: object, depth: int, task: Callable[[], None]) -> None:
         with self._cond:
             heapq.heappush(self._queue, (depth, next(self._numbers), key, task))
-            self._pending[key] = self._pending.get(key, 0) + 1
             while len(self._workers) < self.threads:
                 worker = threading.Thread(target=self._work, name=f"dl-prefetch-{len(self._workers)}", daemon=True)
                 worker.start()
@@ -101,39 +93,15 @@ class Prefetcher:
             self._cond.notify()
 
     def cancel(self, key: object) -> None:
-        """Drop `key`'s tasks not started (those running finish) and its error."""
+        """Drop `key`'s tasks not started (those running finish)."""
         with self._cond:
-            kept = [item for item in self._queue if item[2] != key]
-            self._pending[key] = self._pending.get(key, 0) - (len(self._queue) - len(kept))
-            if self._pending[key] <= 0:
-                del self._pending[key]
-            self._queue = kept
+            self._queue = [item for item in self._queue if item[2] != key]
             heapq.heapify(self._queue)
-            self._errors.pop(key, None)
-
-    def wait(self, key: object) -> None:
-        """Block until every task of `key` has run; raises the first error one of them raised."""
-        with self._cond:
-            while self._pending.get(key):
-                self._cond.wait()
-            error = self._errors.pop(key, None)
-        if error is not None:
-            raise error
 
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._queue:
-                    self._cond.wait()
-                _, _, key, task = heapq.heappop(self._queue)
-            try:
+                self._cond.wait_for(lambda: self._queue)
+                _, _, _, task = heapq.heappop(self._queue)
+            with suppress(Exception):  # a reader of these bytes fetches them again itself, and gets the error
                 task()
-            except Exception as exc:  # held for `wait`; a reader of these bytes fetches them again itself
-                with self._cond:
-                    self._errors.setdefault(key, exc)
-            finally:
-                with self._cond:
-                    self._pending[key] -= 1
-                    if not self._pending[key]:
-                        del self._pending[key]
-                    self._cond.notify_all()

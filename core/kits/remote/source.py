@@ -1,21 +1,11 @@
 """`RemoteSource`: a `dl.kits.remote.store.RemoteStore` (every request retried, counted and checked) that reads
-episodes as byte ranges through this host's block cache; the `hub` and `bucket` plugins build one. One byte's way
-from the plan to the decoder (docs/plugins.md draws it):
-
-1. `prepare` (the host, once per run) reads the index of every file the selected episodes use (an MP4's `moov`,
-   a parquet footer: `dl.kits.remote.file_plan`) and turns each episode's span into byte ranges
-   (`dl.kits.remote.plans`); they reach DataLoader workers with the pickled source and ranks through `state()`.
-2. `admit` (the process that reads) turns an episode's ranges into block downloads, first reads first
-   (`dl.kits.remote.prefetch.block_runs`), and queues them on this process's download threads (`Prefetcher`).
-3. A download thread (`_fetch_blocks`) takes each block's lock in the host's cache folder
-   (`dl.kits.remote.host_cache`), skips blocks another process holds or has, and fetches the rest in one ranged
-   request (`RemoteStore.fetch_into`: retried, counted), writing each block as its bytes arrive.
-4. The decoder reads through a `dl.kits.remote.views.CachedView`, which serves each read from the block's file,
-   fetching a block no one has yet, or waiting on its lock while another thread or process does.
-
-A file's index bytes are checked against those indexed when a download holds them whole: a file changed since
-fails with an error naming it instead of feeding a decoder other bytes. Without prefetch nothing is cached: every
-read is a ranged request of `block_size` bytes.
+episodes as byte ranges through this host's block cache; the `hub` and `bucket` plugins build one. One byte's way,
+in the order of this module (docs/plugins.md draws it): `prepare` (the host: each file's index, each episode's byte
+ranges: `dl.kits.remote.plans`), `admit` (the reading process: block downloads, first reads first, queued on its
+download threads: `dl.kits.remote.prefetch`), `_fetch_blocks` (a download thread: each block's lock in the host's
+cache folder, `dl.kits.remote.host_cache`, then one ranged request for the blocks no one has), `block_path` (the
+decoder's reads, through `dl.kits.remote.views.CachedView`). Index bytes are checked when a download holds them
+whole: a file changed since it was indexed fails naming it. Without prefetch every read is a ranged request.
 """
 
 import hashlib
@@ -43,11 +33,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RemoteOptions:
-    """What a remote source's user sets: `prefetch` (download admitted episodes' blocks ahead of the reads, into
-    this host's cache; else every read streams), `cache_bytes` (the host cache's limit), `cache_dir` (its base
-    folder; None: `dl.kits.remote.host_cache.default_base()`, node-local storage first), `prefetch_threads`
-    (download threads per reading process), `block_size` (bytes per request of a read without the cache) and
-    `retry` (every request's policy)."""
+    """A remote source's options, as `dl.plugins.remote.bucket.bucket_source` documents them (checked by
+    `dl.plugins.remote.options.remote_options`); `retry`: every request's policy."""
 
     prefetch: bool = True
     cache_bytes: int = 8_000_000_000
@@ -58,23 +45,14 @@ class RemoteOptions:
 
 
 class RemoteSource(RemoteStore):
-    """A dataset root on a remote fsspec filesystem, read with retries, counters, byte-range plans and the host's
-    block cache; `dl.contracts.source.Prefetches`.
-
-    Args:
-        fs, root, name, meta, pinned: as `dl.kits.remote.store.RemoteStore`.
-        options: `RemoteOptions`.
-
-    Raises (from reads): `SourceFileNotFoundError` (404: never retried), `dl.kits.remote.retry.RemoteReadError`
-    (also for a file that changed since it was listed or indexed).
-    """
+    """A `RemoteStore` (its `fs`, `root`, `name`, `meta`, `pinned`) read through byte-range plans and the host's
+    block cache, as `options` (`RemoteOptions`) say; `dl.contracts.source.Prefetches`. Reads raise as the store's,
+    and `RemoteReadError` for a file that changed since it was indexed."""
 
     def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *, options: RemoteOptions | None = None,
                  meta: "tuple[fsspec.AbstractFileSystem, str] | None" = None, pinned: dict | None = None):
         self.options = options or RemoteOptions()
         super().__init__(fs, root, name, meta=meta, retry=self.options.retry, pinned=pinned)
-        if min(self.options.cache_bytes, self.options.block_size, self.options.prefetch_threads) < 1:
-            raise DlError(f"source {name}: cache_bytes, block_size and prefetch_threads must be >= 1.")
         self.plans = FilePlans()  # indexed files and the byte ranges of their spans
         self.selection_bytes = 0  # what the last `prepare` said its spans need from the store
         self._local: _Local | None = None
@@ -85,22 +63,20 @@ class RemoteSource(RemoteStore):
         return {**super().__getstate__(), "_local": None}  # threads and locks stay in their process
 
     def _here(self) -> "_Local":
-        """This process's cache and download threads (made anew in each process)."""
+        """This process's cache handle and download threads (made anew in each process)."""
         if self._local is None or self._local.pid != os.getpid():
             self._local = _Local(HostCache(self.cache_folder, self.options.cache_bytes),
                                  Prefetcher(self.options.prefetch_threads))
         return self._local
 
     def _name(self, rel: str) -> str:
-        """The cache's name of `rel`'s listed version: a digest of the dataset's URL, the file and its listed size and
-        ETag or checksum (asked for once when it was not listed)."""
+        """The cache's name of `rel`'s listed version: a digest of the dataset's URL, the file and its facts."""
         name = self._names.get(rel)
         if name is None:
             facts = self._facts[rel] = self.fingerprint(rel)
             name = self._names[rel] = hashlib.sha1(f"{self.url}\n{rel}\n{facts}".encode()).hexdigest()[:24]
         return name
 
-    # ------------------------------------------------------------------------------------ the Source API
     def open(self, rel: str) -> BinaryIO:
         """A seekable file over `rel`, read through the cache (`CachedView`)."""
         view = CachedView(self, rel, self._size(rel))  # also raises SourceFileNotFoundError for a missing file
@@ -121,17 +97,11 @@ class RemoteSource(RemoteStore):
         """An unbuffered `CachedView` of `rel` (a decoder that reads on after a short read may turn on its `fills`)."""
         return CachedView(self, rel, self._size(rel))
 
-    # ------------------------------------------------------------------------------------ Prefetches
     def prepare(self, files: list[FileSpan]) -> int:
-        """Index every file of `files` that has a time span (an MP4) or an episode (a parquet data file) and is not
-        indexed yet, and turn each span into byte ranges (`dl.kits.remote.plans.FilePlans.prepare`). Returns the
-        bytes the spans need from the store (each file's index once, plus the union of its spans' ranges). With
-        prefetch the files are read through the cache, so this host's readers find those blocks there, but for those
-        of each file's checked index (its `moov`, its parquet footer): a reader fetches them again and checks them.
-
-        Raises:
-            SourceFileNotFoundError, RemoteReadError: as reads.
-        """
+        """Index the files of `files` not indexed yet and turn each span into byte ranges
+        (`dl.kits.remote.plans.FilePlans.prepare`); returns the bytes the spans need from the store. With prefetch
+        the indexes are read through the cache, where readers find them, but for each file's checked index bytes
+        (`moov`, parquet footer), which a reader fetches again and checks. Raises as reads."""
         t0 = time.perf_counter()
         try:
             known = set(self.plans.files)
@@ -146,17 +116,14 @@ class RemoteSource(RemoteStore):
             self.metadata_s += time.perf_counter() - t0
 
     def _read_blocks(self, rel: str, start: int, end: int) -> bytes:
-        """Bytes `[start, end)` of `rel` through the cache: what indexing reads is then in it for every reader."""
+        """Bytes `[start, end)` of `rel` through the cache."""
         with self.open(rel) as f:
             f.seek(start)
             return f.read(end - start)
 
     def admit(self, key: object, files: list[FileSpan], wait: bool = False) -> None:
-        """Count what `key` needs and, with prefetch, queue the downloads of its blocks (`wait`: and fetch them all
-        before returning).
-
-        Raises (with `wait` only): RemoteReadError, SourceFileNotFoundError: as reads.
-        """
+        """Count what `key` needs and, with prefetch, queue the downloads of its blocks (`wait`: fetch them all in
+        this thread instead, before returning, raising as reads)."""
         pieces, reads = [], []
         ordered = any(span.reads for span in files)
         for span in files:
@@ -169,12 +136,10 @@ class RemoteSource(RemoteStore):
         here = self._here()
         runs = block_runs(pieces, reads, BLOCK_BYTES)
         here.held.setdefault(key, []).extend(runs)
-        for run in runs:
+        for run in sorted(runs) if wait else ():  # here, first to last, and those another process fetches waited for
+            self._fetch_blocks(run.rel, run.first, run.last, wait=True)
+        for run in runs if not wait else ():
             here.prefetcher.submit(key, run.depth, lambda run=run: self._fetch_blocks(run.rel, run.first, run.last))
-        if wait:
-            here.prefetcher.wait(key)
-            for run in runs:  # those another process was fetching: wait for them
-                self._fetch_blocks(run.rel, run.first, run.last, wait=True)
 
     def release(self, key: object, drop: bool = False) -> None:
         """Drop `key`'s downloads not started; `drop`: delete its blocks from the cache too."""
@@ -200,10 +165,9 @@ class RemoteSource(RemoteStore):
         self.plans.restore(state)
         self.metadata_s = float(state.get("metadata_s", 0.0))
 
-    # ------------------------------------------------------------------------------------ blocks
     def block_path(self, rel: str, block: int, wait: bool = True) -> str | None:
-        """The cache's file of block `block` of `rel`, fetched (or waited for) when it is not there; `wait=False`:
-        None instead (counted as a cache hit when there, the wait as network wait)."""
+        """The cache's file of block `block` of `rel`, fetched (or waited for) when it is not there (`wait=False`:
+        None instead)."""
         here, name = self._here(), self._name(rel)
         path = here.cache.get(name, block)
         if path is None and wait:
@@ -219,13 +183,9 @@ class RemoteSource(RemoteStore):
         return path
 
     def _fetch_blocks(self, rel: str, first: int, last: int, wait: bool = False) -> None:
-        """Download the blocks `first..last` of `rel` that are not in the cache, in one request per stretch of them
-        whose locks this thread takes; a block another thread or process holds is left to it (`wait`: waited for,
-        after fetching those taken before it). A download holding a file's index bytes whole checks them (`_check`).
-
-        Raises:
-            RemoteReadError: as reads, or index bytes that changed since they were indexed.
-        """
+        """Download the blocks `first..last` of `rel` not in the cache, one request per stretch of them whose locks
+        this thread takes; a block another thread or process holds is left to it (`wait`: waited for). Raises as
+        reads, and `RemoteReadError` for index bytes that changed since they were indexed (`_check`)."""
         cache, name = self._here().cache, self._name(rel)
         plan = self.plans.files.get(rel)
         if plan is not None and first * BLOCK_BYTES < plan.check[1] and plan.check[0] < (last + 1) * BLOCK_BYTES:

@@ -1,13 +1,10 @@
-"""Where a loader's reads of a video span fall in the span's bytes, placed from their times.
-
-A span's `dl.kits.remote.file_plan.Part` keeps its byte ranges, not each frame's offset (the frame tables of a
-million episodes would not fit in every worker), and at most `MAX_MARKS` of its keyframes (`keyframe_marks`: each
-one's time and offset in the span's bytes). A read of the frames between two times is placed from the last mark at
-or before its start (where the decoder starts) to the first mark after its end (in a track without B-frames every
-frame shown before a keyframe comes before it in the file). A span without marks (B-frames) is placed by
-proportion, widened by `MARGIN_BYTES` on both sides. A read is placed without the decoder's read-ahead: the view
-ends a buffer fill at bytes not downloaded yet (`dl.kits.remote.views.CachedView`'s `fills`). A misplaced read
-costs time, never data: ranks only order downloads.
+"""Where a loader's reads of a video span fall in the span's bytes, placed from their times. A span's
+`dl.kits.remote.file_plan.Part` keeps its byte ranges and at most `MAX_MARKS` keyframes (`keyframe_marks`: time and
+offset in the span's bytes), not each frame's offset. A read is placed from the last mark at or before its start
+(where the decoder starts) to the first mark after its end (without B-frames, a frame shown before a keyframe comes
+before it in the file); a span without marks (B-frames) by proportion, widened by `MARGIN_BYTES`. A read is placed
+without the decoder's read-ahead (`dl.kits.remote.views.CachedView`'s `fills`). A misplaced read costs time, never
+data: ranks only order downloads.
 """
 
 from typing import NamedTuple
@@ -27,11 +24,9 @@ class Ranked(NamedTuple):
 
 
 MARGIN_BYTES = 32 << 10
-"""Bytes a read placed by proportion is widened by at each end: ~5 frames of a 640x480 camera at real bitrates
-(~6 KB a frame), a GOP-2 keyframe before its first frame and the proportion's error."""
+"""Bytes a read placed by proportion is widened by at each end: ~5 frames of a 640x480 camera (~6 KB a frame)."""
 MAX_MARKS = 32
-"""The most keyframes a span keeps (evenly chosen among its keyframes when it has more): 256 bytes a span, so a
-million episodes' marks take 256 MB; every keyframe of a 12-frame-GOP episode of 384 frames (13 s at 30 fps)."""
+"""The most keyframes a span keeps (evenly chosen): 256 bytes a span, 256 MB for a million episodes."""
 MARK = np.dtype([("t", "<f4"), ("at", "<i4")])
 """A mark: seconds from the span's start (float32), offset into the span's bytes (int32)."""
 TIME_SLACK_S = 1e-3

@@ -1,12 +1,7 @@
-"""`RemoteStore`: every request a remote source makes, in one place: retried, counted and checked.
-
-Generic over fsspec filesystems (S3, GCS, the Hugging Face Hub, HTTP, memory...). Each request (listing, file
-facts, byte range) runs under a `dl.kits.remote.retry.RetryPolicy`, which retries transient errors with backoff
-and raises a clear error naming the URL when it gives up. Counters (`dl.kits.remote.source_counters`) are summed
-over DataLoader workers. A range that comes back shorter than asked, or past the end of the file as listed, is
-an error naming the file (it changed since it was listed), never bytes handed on. Listings keep each file's size
-and fingerprint, so `fingerprint` asks nothing per listed file. `dl.kits.remote.source.RemoteSource` adds byte-range
-plans and the host's block cache on top.
+"""`RemoteStore`: every request a remote source makes, in one place: retried (`dl.kits.remote.retry`), counted
+(`dl.kits.remote.source_counters`, summed over DataLoader workers) and checked: a range shorter than asked, or past
+the end of the file as listed, is an error naming the file (it changed since it was listed), never bytes handed on.
+Generic over fsspec filesystems; listings keep each file's size and fingerprint, so `fingerprint` asks nothing.
 """
 
 import os
@@ -27,16 +22,13 @@ if TYPE_CHECKING:
 
 
 STREAM_BLOCK_BYTES = 64 << 10
-"""Most bytes of a streamed response body a source hands on at a time (`RemoteStore.stream_range`): a cached range
-is ready once the block holding its last byte is in."""
-
-
+"""Most bytes of a streamed response body a source hands on at a time (`RemoteStore.stream_range`)."""
 FORK_WAIT_S = 60.0
 """The longest a fork waits for this process's requests in flight (then it goes ahead)."""
 
 
 class _Requests:
-    """This process's requests in flight, and whether it is forking."""
+    """This process's requests in flight (`active`), and whether it is forking."""
 
     def __init__(self):
         self.cond, self.active, self.forking = threading.Condition(), 0, False
@@ -47,10 +39,9 @@ _requests = _Requests()
 
 @contextmanager
 def in_flight() -> Iterator[None]:
-    """Marks one attempt of a request as in flight: a fork waits for it to end, and it waits for a fork to end.
-    A forked child keeps only the forking thread, and a lock another thread held inside a request (an HTTP
-    client's connection pool, which huggingface_hub closes in a forked child) would stay held there forever; so
-    DataLoader workers are forked only while no request of this process is in flight (`os.register_at_fork`)."""
+    """Marks one attempt of a request as in flight: a fork waits for it to end, and it waits for a fork to end. A
+    forked child keeps only the forking thread, and a lock another thread held inside a request (an HTTP client's
+    connection pool, which huggingface_hub closes in a forked child) would stay held there forever."""
     with _requests.cond:
         _requests.cond.wait_for(lambda: not _requests.forking)
         _requests.active += 1
@@ -62,24 +53,16 @@ def in_flight() -> Iterator[None]:
             _requests.cond.notify_all()
 
 
-def _before_fork() -> None:
+def _forking(forking: bool) -> None:
     with _requests.cond:
-        _requests.forking = True
-        _requests.cond.wait_for(lambda: not _requests.active, timeout=FORK_WAIT_S)
-
-
-def _after_fork_in_parent() -> None:
-    with _requests.cond:
-        _requests.forking = False
+        _requests.forking = forking
         _requests.cond.notify_all()
+        _requests.cond.wait_for(lambda: not (forking and _requests.active), timeout=FORK_WAIT_S)
 
 
-def _after_fork_in_child() -> None:
-    global _requests
-    _requests = _Requests()  # the child's only thread is in no request
-
-
-os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+# a forked child's only thread is in no request
+os.register_at_fork(before=lambda: _forking(True), after_in_parent=lambda: _forking(False),
+                    after_in_child=_requests.__init__)
 
 
 class _WriteFailed(DlError):
@@ -87,22 +70,12 @@ class _WriteFailed(DlError):
 
 
 class RemoteStore(Source):
-    """A dataset root on a remote fsspec filesystem whose every request is retried, counted and checked.
-
-    Args:
-        fs, root, name: as `dl.Source` (the bulk files: data and videos).
-        meta: `(filesystem, root)` of `meta/` when it lives elsewhere (metadata on the Hub, data in a bucket).
-        retry: the retry policy of every request.
-        pinned: what `pinned_options()` returns.
-
-    Raises (from reads): `SourceFileNotFoundError` (404: never retried), `dl.kits.remote.retry.RemoteReadError`
-    (also for a file that changed since it was listed).
-    """
+    """A dataset root (`fs`, `root`, `name`: as `dl.Source`; the bulk files) on a remote fsspec filesystem whose
+    every request runs under the policy `retry`, counted; `meta`: `(filesystem, root)` of `meta/` where it lives
+    elsewhere (metadata on the Hub, data in a bucket); `pinned`: what `pinned_options()` returns. Reads raise
+    `SourceFileNotFoundError` (404: never retried) and `RemoteReadError` (also for a file changed since listed)."""
 
     stats_merge = STATS_MERGE
-    fs_settings: dict[str, dict] = {}
-    """`{filesystem class name: {attribute: value}}` set on each process's filesystem instances (e.g. s3fs's own
-    `retries` attribute, which its constructor does not take)."""
 
     def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *,
                  meta: "tuple[fsspec.AbstractFileSystem, str] | None" = None, retry: RetryPolicy | None = None,
@@ -123,10 +96,9 @@ class RemoteStore(Source):
     def __getstate__(self):
         return {**self.__dict__, "_meta_local": None}  # each process makes its own metadata filesystem
 
-    # ------------------------------------------------------------------------------------ requests
     @property
     def fs(self) -> "fsspec.AbstractFileSystem":
-        """This process's filesystem for the bulk files (rebuilt after fork, with `fs_settings` applied)."""
+        """This process's filesystem for the bulk files (rebuilt after fork, then `_tuned`)."""
         return self._tuned(Source.fs.fget(self))
 
     @property
@@ -141,9 +113,7 @@ class RemoteStore(Source):
         return self._tuned(self._meta_local[1])
 
     def _tuned(self, fs: "fsspec.AbstractFileSystem") -> "fsspec.AbstractFileSystem":
-        for attribute, value in self.fs_settings.get(type(fs).__name__, {}).items():
-            if getattr(fs, attribute, None) != value:
-                setattr(fs, attribute, value)
+        """`fs` as this source uses it (a source turns off a filesystem's own retries here). Here as it is."""
         return fs
 
     def _where(self, rel: str) -> tuple["fsspec.AbstractFileSystem", str]:
@@ -174,12 +144,8 @@ class RemoteStore(Source):
             self.counters.add("server_errors")
 
     def _fetch(self, rel: str, start: int | None, end: int | None) -> bytes:
-        """Bytes `[start, end)` of `rel` (None: the file's start / end; negative: from the end), one request.
-
-        Raises:
-            RemoteReadError: fewer bytes came back than a bounded range asked for (the file is shorter than
-                listed or indexed: it changed).
-        """
+        """Bytes `[start, end)` of `rel` (None: the file's start / end; negative: from the end), one request. Raises
+        `RemoteReadError` where fewer bytes come back than a bounded range asks for (the file changed)."""
         if (start is not None and start < 0) or (end is not None and end < 0):
             size = self._size(rel)
             start = None if start is None else (start + size if start < 0 else start)
@@ -187,8 +153,14 @@ class RemoteStore(Source):
         if start is not None and end is not None and end <= start:
             return b""
         fs, path = self._where(rel)
+
+        def request() -> bytes:
+            with closing(self.stream_range(fs, path, start, end)) as blocks:  # closed: its response too
+                data = b"".join(blocks)
+            return data if end is None else data[:end - (start or 0)]
+
         with self._past_end(rel, start, end):
-            data = self._call(rel, lambda: self.request_range(fs, path, start, end))
+            data = self._call(rel, request)
         self.counters.add("bytes_fetched", len(data))
         if end is not None and len(data) != end - (start or 0) and (rel not in self._sizes or end <= self._sizes[rel]):
             raise self._short(rel, start or 0, end, len(data))
@@ -196,14 +168,9 @@ class RemoteStore(Source):
 
     def fetch_into(self, rel: str, start: int, end: int, write: Callable[[bytes], None]) -> None:
         """Bytes `[start, end)` of `rel` (non-negative offsets) handed to `write` in order as they arrive
-        (`stream_range`), so a caller may use the first before the last is in. A request cut off midway is retried
-        from the first byte not handed on yet: `write` sees each byte once.
-
-        Raises:
-            RemoteReadError: the file ends before `end` (it changed since it was listed), or transient errors past
-                the retry budget. SourceFileNotFoundError: as reads. Whatever `write` raises, as it is (never
-                retried).
-        """
+        (`stream_range`); a request cut off midway is retried from the first byte not handed on (`write` sees each
+        byte once). Raises `RemoteReadError` (the file ends before `end`: it changed; transient errors past the
+        budget), `SourceFileNotFoundError`, and whatever `write` raises, as it is (never retried)."""
         fs, path = self._where(rel)
         at = start
 
@@ -233,9 +200,10 @@ class RemoteStore(Source):
             except _WriteFailed as exc:
                 raise exc.__cause__ from None
 
-    def _short(self, rel: str, start: int, end: int, got: int) -> RemoteReadError:
+    def _short(self, rel: str, start: int, end: int, got: int | None) -> RemoteReadError:
+        said = "they lie past its end" if got is None else f"got {got}"
         return RemoteReadError(f"{self.url}/{rel}: asked for bytes {start}-{end} of a file listed at "
-                               f"{self._sizes.get(rel, '?')} bytes, got {got}: the file changed since it was listed. "
+                               f"{self._sizes.get(rel, '?')} bytes, {said}: the file changed since it was listed. "
                                "Start the run again to read the new version.")
 
     @contextmanager
@@ -245,22 +213,16 @@ class RemoteStore(Source):
             yield
         except RemoteReadError as exc:
             if exc.__cause__ is not None and classify(exc.__cause__).status == 416:
-                raise RemoteReadError(
-                    f"{self.url}/{rel}: bytes {start or 0}-{end} lie past the end of the file (listed at "
-                    f"{self._sizes.get(rel, '?')} bytes): the file changed since it was listed. Start the run again "
-                    "to read the new version.") from None
+                raise self._short(rel, start or 0, end, None) from None
             raise
 
-    def request_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int | None, end: int | None) -> bytes:
-        """One request for bytes `[start, end)` of `path` on `fs` (non-negative offsets or None). Sources
-        whose filesystem reads ranges in several requests, or retries on its own, override it."""
-        return fs.cat_file(path, start=start, end=end)
-
-    def stream_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int, end: int) -> Iterator[bytes]:
-        """One request for bytes `[start, end)` of `path` on `fs`, in blocks as the response arrives (the caller
-        stops at `end` and checks the length). Here one block, `request_range`'s; sources whose client reads a
-        response body in parts override it, so a download's first bytes are used before its last arrive."""
-        yield self.request_range(fs, path, start, end)
+    def stream_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int | None, end: int | None
+                     ) -> Iterator[bytes]:
+        """One request for bytes `[start, end)` of `path` on `fs` (None: from the start, to the end), in blocks as
+        the response arrives (the caller stops at `end` and checks the length). Here one block (`cat_file`); sources
+        whose client reads a response body in parts override it, so a download's first bytes are used before its
+        last arrive, and those whose filesystem retries on its own, so that every retry is dl's."""
+        yield fs.cat_file(path, start=start, end=end)
 
     def _size(self, rel: str) -> int:
         size = self._sizes.get(rel)
@@ -282,7 +244,6 @@ class RemoteStore(Source):
         finally:
             self.counters.add("network_wait_us", int((time.perf_counter() - t0) * 1e6))
 
-    # ------------------------------------------------------------------------------------ the Source API
     def list_files(self, folder: str) -> dict[str, int]:
         """As `Source.list_files`, retried and counted; the sizes and fingerprints (`file_facts` of the
         listing's entries: ETag, checksum or time) are kept, so `fingerprint` asks nothing per file."""
@@ -317,7 +278,6 @@ class RemoteStore(Source):
     def pinned_options(self) -> dict:
         return dict(self._pinned)
 
-    # ------------------------------------------------------------------------------------ ReportsStats
     def reset_stats(self) -> None:
         """Zero the counters (the benchmark does after its single-process pass)."""
         self.counters.reset()

@@ -4,38 +4,26 @@ waiting while another thread or process does), or, for a source without prefetch
 
 import io
 import os
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from .host_cache import BLOCK_BYTES
 
-
-class Reads(Protocol):
-    """What a view needs of its source."""
-
-    options: object  # `RemoteOptions`: `prefetch` (read through the cache), `block_size` (else, bytes per read)
-
-    def block_path(self, rel: str, block: int, wait: bool = True) -> str | None:
-        """The cache's file of a block of `rel` (`wait=False`: None while it is not there)."""
-
-    def remote_read(self, rel: str, start: int, end: int) -> bytes:
-        """Bytes `[start, end)` of `rel` from the store (counted as a remote read and as network wait)."""
+if TYPE_CHECKING:
+    from .source import RemoteSource
 
 
 class CachedView(io.RawIOBase):
     """A seekable raw file over the remote file `rel` of `size` bytes: a read returns the bytes of one block at most
-    (a short read, as files may give), from the block's file in the cache, or, without prefetch, at most
-    `block_size` bytes from the store.
+    (a short read), from the block's file in the cache (`source.block_path`), or, without prefetch, at most
+    `block_size` bytes from the store (`source.remote_read`).
 
     With `fills`, for a reader that fills a buffer by reading on after a short read until a read returns no bytes
-    (torchcodec: its FFmpeg I/O callback fills a 64 KiB buffer from a file object that way), a read that follows a
-    short one returns no bytes where the next block is not in the cache yet: the fill ends there instead of waiting
-    for bytes the decoder only reads ahead (the next chunk's, fetched later in the order the loader reads them:
-    `dl.kits.remote.span_reads`). The reader's next fill (after a full or empty read, or a seek) waits for the
-    bytes it needs as any read does, so a decoder gets every byte it reads, only later. Never for a reader that
-    reads once per fill (an empty read would end its file) or takes a short read as the end of the file.
-    """
+    (torchcodec's FFmpeg I/O callback), a read that follows a short one returns no bytes where the next block is not
+    in the cache yet: the fill ends there instead of waiting for bytes the decoder only reads ahead. Its next fill
+    (after a full or empty read, or a seek) waits for the bytes it needs, so a decoder gets every byte, only later.
+    Never for a reader that reads once per fill or takes a short read as the end of the file."""
 
-    def __init__(self, source: Reads, rel: str, size: int, fills: bool = False):
+    def __init__(self, source: "RemoteSource", rel: str, size: int, fills: bool = False):
         super().__init__()
         self.source, self.rel, self.size, self.pos, self.fills = source, rel, size, 0, fills
         self._fd: tuple[str, int] | None = None  # (path, fd) of the last block read
