@@ -6,7 +6,6 @@ that grow along the range) and the download threads taking them shallowest first
 import threading
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
