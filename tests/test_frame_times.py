@@ -8,6 +8,7 @@ whether a case's frames really lie off the grid is read from the file by ffprobe
 
 import subprocess
 import types
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -169,3 +170,31 @@ def test_row_pairing_refuses_a_span_without_one_frame_per_row():
         "or leave the episode out.")
     check_pairing("file:///ds/data/file-000.parquet", meta, EpisodeMeta(
         0, 10, 0, 10, "data/file-000.parquet", {"cam": VideoSpan("videos/cam.mp4", 0.0, 10 / 30)}, ("task",)))
+
+
+CONVERTED = Path(__file__).parent / "fixtures" / "lerobot_converted_drift"
+"""LeRobot 0.4.4's v2.1 -> v3.0 converter's output (`convert_dataset`, on a local v2.1 root) for an arm at 10 fps: 5
+episodes of 50-59 rows whose wall-clock timestamps run 8% slow against per-episode videos of one frame per row, joined
+by the converter into one file (`benchmarks/lerobot_made_cases.py write --case lerobot_converted_drift`, run in the
+0.4.4 anchor; frame codes are the rows' global indices)."""
+
+
+@pytest.mark.parametrize("loader", ["map", "pool"])
+def test_lerobots_converted_drift_is_said_without_row_pairing_and_served_with_it(loader):
+    with pytest.raises(TimestampToleranceError) as err:
+        list(dl.make_dataset(str(CONVERTED), loader=loader))
+    message = str(err.value)
+    assert "\n" not in message and "/data/chunk-000/file-000.parquet: episode " in message
+    assert "Its video holds one frame per row" in message and "by the episode's end" in message
+    assert "--frame-pairing row" in message and "--tolerance-s" not in message and "one of them is wrong" not in message
+    ds = dl.make_dataset(str(CONVERTED), loader=loader, frame_pairing="row", image_dtype="uint8",
+                         delta_timestamps={CAM: [-2 / 10, 0.0, 1 / 10]})
+    samples = [ds[i] for i in range(len(ds))] if loader == "map" else list(ds)
+    assert sorted(int(s["index"]) for s in samples) == list(range(281))
+    assert own_frames(samples, windows=True) == []
+
+
+def test_validate_agrees_with_the_loaders_on_lerobots_converted_drift():
+    found = validate(open_dataset(str(CONVERTED)), build_decoder("cpu"), decode="ends").errors
+    assert sorted(e for f in found for e in f.episodes) == [0, 1, 2, 3, 4]
+    assert validate(open_dataset(str(CONVERTED)), build_decoder("cpu"), frame_pairing="row", decode="ends").errors == []
