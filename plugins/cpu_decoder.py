@@ -6,6 +6,8 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 
+import torch
+
 from dl.contracts.decoder import DecodedFrames, FrameRequest
 from dl.contracts.errors import DlError
 from dl.contracts.hookspecs import hookimpl
@@ -113,8 +115,6 @@ class CpuDecoder(TorchcodecDecoder):
         """As `TorchcodecDecoder._request`; a depth stream's codes scaled to `resize` when `resize_depth`."""
         decoded = super()._request(opened, source, request)
         if request.depth and self.resize_depth:
-            import torch
-
             codes = torch.nn.functional.interpolate(decoded.data.float(), size=self.resize, mode="nearest-exact")
             decoded = DecodedFrames(codes.to(decoded.data.dtype), decoded.pts_s)
         return decoded

@@ -147,9 +147,10 @@ def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> t
             if times is None:
                 continue
             eps = ep_order[ep_at[g]:ep_at[g + 1]]
-            first[eps], last[eps], empty = _span_bounds(times, from_ts[eps], to_ts[eps], lengths[eps])
+            half = half_spacing(times)
+            first[eps], last[eps], empty = _span_bounds(times, half, from_ts[eps], to_ts[eps], lengths[eps])
             camera_at_rate[eps] = (~empty & (last[eps] - first[eps] + 1 == lengths[eps])
-                                   & (abs(2 * half_spacing(times) * meta.fps - 1) <= RATE_SLACK))
+                                   & (abs(2 * half * meta.fps - 1) <= RATE_SLACK))
             rows = row_order[row_at[g]:row_at[g + 1]]
             if empty.any():  # no frame in the span: the stream checks say so
                 rows = rows[~np.isin(seg[rows], eps[empty])]
@@ -167,11 +168,10 @@ def _groups(file_of: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return order, np.append(np.searchsorted(file_of[order], used), len(order))
 
 
-def _span_bounds(times: np.ndarray, from_ts: np.ndarray, to_ts: np.ndarray,
+def _span_bounds(times: np.ndarray, half: float, from_ts: np.ndarray, to_ts: np.ndarray,
                  lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inclusive first and last frame positions of many episodes' spans of one file (`span_frames`, `span_bounds`,
-    vectorized): int64 [E] each, and bool [E] the spans that show no frame."""
-    half = half_spacing(times)
+    vectorized; `half`: `half_spacing(times)`): int64 [E] each, and bool [E] the spans that show no frame."""
     first = np.searchsorted(times, from_ts - half)
     end = np.searchsorted(times, to_ts - half)
     end = np.where((end - first == lengths - 1) & (end < len(times)), end + 1, np.maximum(end, first))
