@@ -15,6 +15,8 @@ samples compared with LeRobot 0.6.1's on every key (`benchmarks/lerobot_parity.p
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -184,6 +186,47 @@ def _count(samples: list[dict], want: list[dict]) -> tuple[int, int, set, int]:
 def _unbatch(batch: dict) -> list[dict]:
     n = len(batch["index"])
     return [{k: (v[i] if isinstance(v, torch.Tensor | list) else v) for k, v in batch.items()} for i in range(n)]
+
+
+LEROBOT06_CASES = {
+    "lerobot_writer": "LeRobot 0.6.1's writer (RGB + depth camera, GOP 2) and annotation writer: 314 frames",
+    "annotated_v04": "dl's generator with LeRobot 0.4's subtask_index and a depth camera (GOP 2), annotated by LeRobot "
+                     "0.6.1's writer (subtask_index leaves the parquet, stays in info.json)",
+    "depth_gop4": "a depth camera with a 4-frame GOP (open GOPs: LeRobot 0.6.1's single seek misses leading B-frames)",
+}
+
+
+def run_all(out: Path, anchor_python: str) -> int:
+    """Every `LEROBOT06_CASES` dataset written into `out`, LeRobot 0.6.1's samples dumped with `anchor_python` (its
+    venv), dl's compared (map, pool, with and without windows, through a DataLoader with 2 workers; mm and m).
+    Returns 1 when some comparison fails."""
+    from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
+
+    here = Path(__file__)
+    anchor = [anchor_python, str(here)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    small = dict(episodes=4, frames_per_episode=(30, 45), cameras=1, width=64, height=64, codec="h264",
+                 episodes_per_file=2, depth_camera=True)
+    failed = 0
+    for name in LEROBOT06_CASES:
+        root = out / name
+        if not root.exists():
+            if name == "lerobot_writer":
+                subprocess.run([*anchor, "write", "--root", str(root)], check=True, env=env)
+            else:
+                write_synthetic_dataset(root, SyntheticConfig(**small, gop=2 if name == "annotated_v04" else 4,
+                                                              subtasks=3 if name == "annotated_v04" else 0))
+                if name == "annotated_v04":
+                    subprocess.run([*anchor, "annotate", "--root", str(root)], check=True, env=env)
+        for unit in ("mm", "m"):
+            ref = out / f"{name}.{unit}.pt"
+            if not ref.exists():
+                subprocess.run([*anchor, "dump", "--root", str(root), "--out", str(ref), "--unit", unit], check=True,
+                               env=env)
+            print(f"== {name} ({LEROBOT06_CASES[name]}), depth in {unit}", flush=True)
+            failed += subprocess.run([sys.executable, str(here), "compare", "--root", str(root), "--ref", str(ref),
+                                      "--unit", unit]).returncode != 0
+    return 1 if failed else 0
 
 
 def main(argv=None) -> int:

@@ -11,8 +11,10 @@ every anchor given (LeRobot 0.4.4 and 0.6.1) and prints the counts per case and 
     .venv/bin/python benchmarks/lerobot_parity.py cases --anchor-python /work/anchor/venv/bin/python \
         --anchor-python /work/anchor/venv06/bin/python --out /tmp/parity
 
-`--only timing` runs the frame-time cases alone. In the timing cases every row's frame was recorded with it, so a
-served frame is checked against the row's own (`dl.testing.timing_cases.own_frame`).
+`--made DIR` adds the cases LeRobot's own tools make (benchmarks/lerobot_made_cases.py), cached in DIR (outside --out);
+`--only timing` runs the frame-time cases (and --made's), `--only made` --made's. In these every row's frame was
+recorded with it, so a served frame is checked against the row's own (`dl.testing.timing_cases.own_frame`), and
+`dl validate` must flag exactly the episodes the loader refuses (benchmarks/validate_agreement.py).
 
 LeRobot 0.6.1's datasets with a depth camera and language columns (`lerobot06`: LeRobot 0.6.1's own writer and
 annotation writer; benchmarks/lerobot06_cases.py), every sample in map and pool, with and without windows, through a
@@ -63,10 +65,7 @@ OUTCOMES = {
 
 
 def parse_delta(items):
-    out = {}
-    for item in items or []:
-        key, offsets = item.split("=", 1)
-        out[key] = [float(x) for x in offsets.split(",")]
+    out = {key: [float(x) for x in offsets.split(",")] for key, offsets in (i.split("=", 1) for i in items or [])}
     return out or None
 
 
@@ -150,10 +149,11 @@ def _difference(ours, theirs) -> float:
     return 0.0 if ours == theirs else float("inf")
 
 
-def write_cases(out: Path, only: str) -> dict:
-    """Every real, broken and timing case under `out` (`only`: "all" or "timing"), each read without and with
-    windows (a timing case also at each of its further settings); returns the specs (also written as
-    `out/cases.json`, for the LeRobot side)."""
+def write_cases(out: Path, only: str, made: dict | None = None) -> dict:
+    """Every real, broken and timing case under `out` (`only`: "all", "timing" or "made"), and the LeRobot-made
+    cases of `made` (`lerobot_made_cases.made_specs`), each read without and with windows (a timing or made case
+    also at each of its further settings); returns the specs (also written as `out/cases.json`, for the LeRobot
+    side)."""
     import shutil
 
     from dl.testing.broken_cases import BASE, BROKEN, WARNED
@@ -164,6 +164,7 @@ def write_cases(out: Path, only: str) -> dict:
     specs = {}
     if out.exists():
         shutil.rmtree(out)
+    out.mkdir(parents=True)
     datasets = {}
     if only == "all":
         base = write_synthetic_dataset(out / "_base", BASE)
@@ -173,11 +174,13 @@ def write_cases(out: Path, only: str) -> dict:
             root = shutil.copytree(base, out / name)
             edit(root)
             datasets[name] = (root, BASE, {}, "broken" if name in BROKEN else "warned")
-    for name, case in TIMING_CASES.items():
-        root = write_synthetic_dataset(out / name, case.config)
-        for options in [case.options, *TIMING_OPTIONS.get(name, [])]:
+    timing = {} if only == "made" else {name: (write_synthetic_dataset(out / name, case.config), case.config,
+                                               [case.options, *TIMING_OPTIONS.get(name, [])])
+                                        for name, case in TIMING_CASES.items()}
+    for name, (root, config, settings) in {**timing, **(made or {})}.items():
+        for options in settings:
             label = "+".join(f"{k}={v}" for k, v in options.items())
-            datasets[f"{name}[{label}]" if label else name] = (root, case.config, options, "timing")
+            datasets[f"{name}[{label}]" if label else name] = (root, config, options, "timing")
     for name, (root, config, options, kind) in datasets.items():
         for variant, delta in (("single", None), ("windows", windows(config))):
             specs[f"{name}-{variant}"] = {"root": str(root), "kind": kind, "episodes": options.get("episodes"),
@@ -189,11 +192,15 @@ def write_cases(out: Path, only: str) -> dict:
 
 def case_config(name: str):
     """The generator config of a case variant (`write_cases`): the truth its values are checked against."""
+    from lerobot_made_cases import MADE_CASES, truth
+
     from dl.testing.broken_cases import BASE
     from dl.testing.real_cases import REAL_CASES
     from dl.testing.timing_cases import TIMING_CASES
 
     case = name.rsplit("-", 1)[0].split("[")[0]
+    if case in MADE_CASES:
+        return truth(case)
     return REAL_CASES[case].config if case in REAL_CASES else TIMING_CASES[case].config if case in TIMING_CASES \
         else BASE
 
@@ -328,16 +335,22 @@ def _unbatchable(sample: dict, config) -> bool:
 def cases(args):
     out = Path(args.out).absolute()
     anchors = args.anchor_python or []
+    versions = [subprocess.run([p, "-c", "import lerobot; print(lerobot.__version__)"], capture_output=True,
+                               text=True).stdout.strip() or p for p in anchors]
     if args.reuse:  # the datasets and LeRobot's samples of an earlier run
         specs = json.loads((out / "cases.json").read_text())
     else:
-        specs = write_cases(out, args.only)
+        from lerobot_made_cases import made_specs
+
+        made = made_specs(Path(args.made).absolute(), anchors, versions) if args.made else None
+        specs = write_cases(out, args.only, made)
         for i, python in enumerate(anchors):
             subprocess.run([python, __file__, "dump-cases", "--cases", str(out), "--suffix", str(i)], check=True)
-    versions = [subprocess.run([p, "-c", "import lerobot; print(lerobot.__version__)"], capture_output=True,
-                               text=True).stdout.strip() or p for p in anchors]
+    from validate_agreement import report
+
     rows, unexplained = {}, 0
     for name, spec in specs.items():
+        unexplained += spec["kind"] == "timing" and not report(name, spec)
         for i, version in enumerate(versions):
             ref = torch.load(out / f"{name}.lerobot{i}.pt", weights_only=False)
             row = rows[f"{name} @{version}"] = compare_case(spec, case_config(name), ref)
@@ -351,50 +364,16 @@ def cases(args):
         print(f"{name:{width}s}  " + "  ".join(f"{row[k]:>{max(len(k), 5)}d}" for k in shown))
     for key in shown:
         print(f"{key}: {OUTCOMES[key]}")
-    print(f"{len(rows)} case variants x anchors, {unexplained} unexplained outcome(s); counts in "
-          f"{out / 'parity.json'}")
+    print(f"{len(rows)} case variants x anchors, {unexplained} unexplained outcome(s) (and validate disagreements); "
+          f"counts in {out / 'parity.json'}")
     sys.exit(1 if unexplained else 0)
 
 
-# ------------------------------------------------------------------ LeRobot 0.6.1: depth cameras and language columns
-LEROBOT06_CASES = {
-    "lerobot_writer": "LeRobot 0.6.1's writer (RGB + depth camera, GOP 2) and annotation writer: 314 frames",
-    "annotated_v04": "dl's generator with LeRobot 0.4's subtask_index and a depth camera (GOP 2), annotated by LeRobot "
-                     "0.6.1's writer (subtask_index leaves the parquet, stays in info.json)",
-    "depth_gop4": "a depth camera with a 4-frame GOP (open GOPs: LeRobot 0.6.1's single seek misses leading B-frames)",
-}
-
-
 def lerobot06(args):
-    """Every `LEROBOT06_CASES` dataset written into --out, LeRobot 0.6.1's samples dumped with --anchor-python (its
-    venv), dl's compared (map, pool, with and without windows, through a DataLoader with 2 workers; mm and m)."""
-    from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
+    """LeRobot 0.6.1's depth and language cases (`lerobot06_cases.run_all`)."""
+    from lerobot06_cases import run_all
 
-    out, here = Path(args.out).absolute(), Path(__file__).parent / "lerobot06_cases.py"
-    anchor = [args.anchor_python[-1], str(here)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    small = dict(episodes=4, frames_per_episode=(30, 45), cameras=1, width=64, height=64, codec="h264",
-                 episodes_per_file=2, depth_camera=True)
-    failed = 0
-    for name in LEROBOT06_CASES:
-        root = out / name
-        if not root.exists():
-            if name == "lerobot_writer":
-                subprocess.run([*anchor, "write", "--root", str(root)], check=True, env=env)
-            else:
-                write_synthetic_dataset(root, SyntheticConfig(**small, gop=2 if name == "annotated_v04" else 4,
-                                                              subtasks=3 if name == "annotated_v04" else 0))
-                if name == "annotated_v04":
-                    subprocess.run([*anchor, "annotate", "--root", str(root)], check=True, env=env)
-        for unit in ("mm", "m"):
-            ref = out / f"{name}.{unit}.pt"
-            if not ref.exists():
-                subprocess.run([*anchor, "dump", "--root", str(root), "--out", str(ref), "--unit", unit], check=True,
-                               env=env)
-            print(f"== {name} ({LEROBOT06_CASES[name]}), depth in {unit}", flush=True)
-            failed += subprocess.run([sys.executable, str(here), "compare", "--root", str(root), "--ref", str(ref),
-                                      "--unit", unit]).returncode != 0
-    sys.exit(1 if failed else 0)
+    sys.exit(run_all(Path(args.out).absolute(), args.anchor_python[-1]))
 
 
 if __name__ == "__main__":
@@ -409,8 +388,10 @@ if __name__ == "__main__":
     ap.add_argument("--cases", help="dump-cases: the folder `cases` wrote")
     ap.add_argument("--anchor-python", action="append", help="cases: the python of a LeRobot anchor venv "
                     "(repeatable: 0.4.4's and 0.6.1's); lerobot06: 0.6.1's (the last given)")
-    ap.add_argument("--only", choices=["all", "timing"], default="all", help="cases: every case, or the frame-time "
-                    "cases alone")
+    ap.add_argument("--only", choices=["all", "timing", "made"], default="all", help="cases: every case, the "
+                    "frame-time cases (and --made's), or --made's alone")
+    ap.add_argument("--made", help="cases: the folder LeRobot-made cases are cached in (benchmarks/"
+                    "lerobot_made_cases.py writes the missing ones there with the anchors); without it, none")
     ap.add_argument("--suffix", default="0", help="dump-cases: the anchor's number in the file names")
     ap.add_argument("--reuse", action="store_true", help="cases: compare the datasets and LeRobot samples of an "
                     "earlier run in --out instead of writing and dumping them again")

@@ -1,7 +1,8 @@
 """Opening a dataset, before and after a change: each run a fresh process that imports dl from a given source tree,
-builds the loader (`dl.make_dataset`: metadata, selection, the up-front checks, the files' frame times) and takes
-its first sample; trees interleaved, `--repeats` runs each, medians printed: wall seconds and, as the machine may be
-shared, the CPU seconds of the build (this process and its threads).
+imports torch and torchcodec (outside the timed build: every tree loads them), builds the loader (`dl.make_dataset`:
+metadata, selection, the up-front checks, the files' frame times) and takes its first sample; trees interleaved,
+`--repeats` runs each, medians printed: wall seconds and, as the machine may be shared, the CPU seconds of the build
+(this process and its threads).
 
     .venv/bin/python benchmarks/open_speed.py --tree before=/tmp/dl_before --tree after=. \\
         --root /work/shared/datasets/open50@0,3-6,8,10-24,26-32,35-49 --root /tmp/scale50/100k --repeats 3
@@ -32,6 +33,7 @@ class Finder(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Finder())
 t0 = time.perf_counter()
 import dl
+import torch, torchcodec.decoders  # the libraries every tree loads: imported here, not timed as the build
 def cpu():
     return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))

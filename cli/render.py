@@ -2,6 +2,7 @@
 metric and a column per run, in words a newcomer can read; every field is explained in docs/benchmark.md."""
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .labels import (
@@ -168,5 +169,5 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
             console.print(line, highlight=False, markup=False)
     for result in results:
         if result.get("status") != "ok":
-            console.print(f"[bold red]{result.get('name')} failed:[/] {result.get('error')}", highlight=False,
-                          soft_wrap=True)
+            console.print(f"[bold red]{escape(str(result.get('name')))} failed:[/] {escape(str(result.get('error')))}",
+                          highlight=False, soft_wrap=True)

@@ -6,6 +6,8 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 
+import torch
+
 from dl.contracts.decoder import DecodedFrames, FrameRequest
 from dl.contracts.errors import DlError
 from dl.contracts.hookspecs import hookimpl
@@ -42,7 +44,11 @@ class CpuDecoder(TorchcodecDecoder):
             cores would otherwise idle.
         resize: [height, width] in pixels every frame is scaled to while it is decoded (torchcodec's `Resize`
             transform: bilinear with antialiasing, in FFmpeg), or None: the stream's own size. For mixtures of
-            datasets whose cameras differ in size (`dl.make_mixture`).
+            datasets whose cameras differ in size (`dl.make_mixture`). Depth cameras keep their size unless
+            `resize_depth`.
+        resize_depth: also scale depth cameras to `resize`, by nearest neighbour on the stream's 12-bit codes
+            (`torch.nn.functional.interpolate`, mode "nearest-exact"), so that every depth served is one the camera
+            measured: interpolating between a near and a far surface would invent depths between them.
 
     Raises:
         DlError: an option out of range.
@@ -51,7 +57,8 @@ class CpuDecoder(TorchcodecDecoder):
     name = "cpu"
 
     def __init__(self, cache_size: int | None = None, cache_bytes: int = 512_000_000, num_threads: int = 1,
-                 seek_mode: str = "auto", camera_threads: int | str = "auto", resize: tuple[int, int] | None = None):
+                 seek_mode: str = "auto", camera_threads: int | str = "auto", resize: tuple[int, int] | None = None,
+                 resize_depth: bool = False):
         if seek_mode not in SEEK_MODES:
             raise DlError(f"decoder cpu: seek_mode must be one of {', '.join(SEEK_MODES)}, got {seek_mode!r}.")
         if camera_threads != "auto" and not (isinstance(camera_threads, int) and camera_threads >= 1):
@@ -60,6 +67,9 @@ class CpuDecoder(TorchcodecDecoder):
             raise DlError(f"decoder cpu: num_threads must be an integer >= 0 (0: FFmpeg decides), got {num_threads!r}.")
         self.num_threads, self.seek_mode, self.camera_threads = num_threads, seek_mode, camera_threads
         self.resize = checked_resize(resize, "decoder cpu")
+        if resize_depth and self.resize is None:
+            raise DlError("decoder cpu: resize_depth scales depth cameras to resize; give resize=[height, width] too.")
+        self.resize_depth = bool(resize_depth)
         held = (num_threads or os.cpu_count() or 1) + 3
         self.cache_size_chosen = cache_size is not None
         self.cache = DecoderCache(64 if cache_size is None else cache_size, cache_bytes,
@@ -100,6 +110,14 @@ class CpuDecoder(TorchcodecDecoder):
             for i, decoded in zip(idx, futures[path].result(), strict=True):
                 out[i] = decoded
         return out
+
+    def _request(self, opened, source: Source, request: FrameRequest) -> DecodedFrames:
+        """As `TorchcodecDecoder._request`; a depth stream's codes scaled to `resize` when `resize_depth`."""
+        decoded = super()._request(opened, source, request)
+        if request.depth and self.resize_depth:
+            codes = torch.nn.functional.interpolate(decoded.data.float(), size=self.resize, mode="nearest-exact")
+            decoded = DecodedFrames(codes.to(decoded.data.dtype), decoded.pts_s)
+        return decoded
 
     def _threads(self, n: int) -> ThreadPoolExecutor:
         """This process's camera threads (a forked child or a larger request starts new ones)."""

@@ -1,7 +1,7 @@
 """Depth cameras as LeRobot 0.6.1 writes them (lossless 12-bit HEVC with open GOPs, `is_depth_map` in the feature's
 info) served as LeRobot 0.6.1 serves them: float32 `[1, H, W]` depth, dequantized, in mm or m; every frame right in
-shuffled order; windows and `_is_pad`; left alone by uint8 output and by `resize`. Bit-exact equality with LeRobot
-0.6.1 itself is benchmarks/lerobot06_cases.py's (it needs LeRobot's venv)."""
+shuffled order; windows and `_is_pad`; left alone by uint8 output and by `resize` (unless `resize_depth`). Bit-exact
+equality with LeRobot 0.6.1 itself is benchmarks/lerobot06_cases.py's (it needs LeRobot's venv)."""
 
 import math
 import random
@@ -108,3 +108,33 @@ def test_resize_leaves_depth_at_its_size(dataset_factory):
     sample = dl.make_dataset(str(root), decoder_options={"resize": [32, 48]})[7]
     assert sample["observation.images.cam0"].shape == (3, 32, 48)
     assert torch.equal(sample[DEPTH], _want(7))
+
+
+def test_resize_depth_scales_depth_by_nearest_neighbour(dataset_factory):
+    """Asked for (`resize_depth`), depth is scaled to `resize` keeping measured values only: each served pixel is
+    the unscaled frame's pixel at nearest-exact positions (floor((i + 0.5) * in / out))."""
+    root = dataset_factory(gop=2, **CASE)
+    options = {"resize": [32, 48], "resize_depth": True}
+    dataset = dl.make_dataset(str(root), decoder_options=options)
+    rows = (np.arange(32) + 0.5) * 64 / 32
+    cols = (np.arange(48) + 0.5) * 64 / 48
+    for index in (0, 7, len(dataset) - 1):
+        sample = dataset[index]
+        assert sample["observation.images.cam0"].shape == (3, 32, 48)
+        want = _want(int(sample["index"]))[:, rows.astype(int)][:, :, cols.astype(int)]
+        assert sample[DEPTH].shape == (1, 32, 48) and torch.equal(sample[DEPTH], want)
+
+
+def test_resize_depth_needs_resize():
+    from dl.plugins.cpu_decoder import CpuDecoder
+
+    with pytest.raises(dl.DlError, match="resize_depth scales depth cameras to resize"):
+        CpuDecoder(resize_depth=True)
+
+
+def test_mixture_schema_scales_depth_only_when_asked(dataset_factory):
+    from dl.mixture.schema import member_features
+
+    meta = dl.make_dataset(str(dataset_factory(gop=2, **CASE))).meta
+    assert member_features(meta, None, (32, 48), {})[DEPTH].shape == (1, 64, 64)
+    assert member_features(meta, None, (32, 48), {}, resize_depth=True)[DEPTH].shape == (1, 32, 48)

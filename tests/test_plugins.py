@@ -76,7 +76,7 @@ def test_dl_plugins_json_lists_builtins():
     assert [(o["name"], o["default"]) for o in got[("loader", "map")]["options"]] == [("tabular_cache_bytes", "16G")]
     cpu = {o["name"]: o["default"] for o in got[("decoder", "cpu")]["options"]}
     assert cpu == {"cache_size": None, "cache_bytes": 512_000_000, "num_threads": 1, "seek_mode": "auto",
-                   "camera_threads": "auto", "resize": None}
+                   "camera_threads": "auto", "resize": None, "resize_depth": False}
     kinds = [p["kind"] for p in out["plugins"]]
     assert kinds == sorted(kinds, key=["source", "loader", "decoder", "scheduler"].index)
 

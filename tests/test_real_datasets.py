@@ -121,8 +121,9 @@ def test_dl_info_and_validate_say_which_tolerance_serves_recorded_timestamps(rea
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loader", ["map", "pool"])
-def test_dl_run_serves_recorded_timestamps_with_tolerance_s(real, tmp_path, loader):
+def test_dl_run_serves_recorded_timestamps_with_tolerance_s(real, tmp_path):
+    """The pool (its workers read the rows): the map loader's refusal and tolerance are the library's tests."""
+    loader = "pool"
     root = real("recorded")
     refused = dl_subprocess("run", "--root", root, "--loader", loader, *FAST, "--out-dir", tmp_path / "a",
                             cache_dir=tmp_path)

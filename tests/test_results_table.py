@@ -116,3 +116,10 @@ def test_the_default_dataset_is_named_once_by_its_path():
     assert describe_dataset(result, default_dataset=True) == (
         f"dl's default synthetic dataset ({c.width}x{c.height} {c.codec.upper()} video) in /cache/dl/default: 24 "
         "episodes, 2911 frames at 30 fps, 1 camera(s) (cam0)")
+
+
+def test_a_failed_runs_error_is_printed_as_written():
+    """An error naming an option's form (`[height, width]`) is not taken for rich markup."""
+    error = "decoder cpu: resize_depth scales depth cameras to resize; give resize=[height, width] too."
+    text = render([{"name": "map-cpu-single-w2", "status": "failed", "error": error}], 200)
+    assert f"map-cpu-single-w2 failed: {error}" in text

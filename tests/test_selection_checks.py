@@ -29,8 +29,9 @@ TAILS = (0.0, 0.0037, 0.021)
 FAULTS = ("none",) * 6 + ("shift",) * 3 + ("nan_state", "owner", "frame_index", "nan_timestamp", "rate", "task")
 
 
-def episode(index: int, length: int, start: float, cameras: int) -> EpisodeMeta:
-    videos = {f"cam{c}": VideoSpan(f"videos/cam{c}.mp4", start, start + length / FPS) for c in range(cameras)}
+def episode(index: int, length: int, start: float, cameras: int, speed: int = 1) -> EpisodeMeta:
+    """An episode whose camera spans hold its rows at `speed` x FPS."""
+    videos = {f"cam{c}": VideoSpan(f"videos/cam{c}.mp4", start, start + length / (FPS * speed)) for c in range(cameras)}
     return EpisodeMeta(index, length, 0, length, "data/file-000.parquet", videos, ("task",))
 
 
@@ -89,16 +90,18 @@ def outcome(check) -> tuple[str, list[str]]:
 @settings(max_examples=examples(300), deadline=None, derandomize=True, database=None)
 @given(plan=st.lists(st.tuples(st.integers(1, 9), st.sampled_from(FAULTS), st.sampled_from(SHIFTS),
                                st.sampled_from(TAILS)), min_size=1, max_size=12),
-       cameras=st.integers(1, 2), run=st.integers(1, 5), tolerance_s=st.sampled_from([1e-4, 0.03, 0.05, 0.12]),
-       strict=st.booleans())
-def test_the_screen_equals_checking_each_episode(plan, cameras, run, tolerance_s, strict):
+       cameras=st.integers(0, 2), run=st.integers(1, 5), tolerance_s=st.sampled_from([1e-4, 0.03, 0.05, 0.12]),
+       strict=st.booleans(), speed=st.sampled_from([1, 1, 2]))
+def test_the_screen_equals_checking_each_episode(plan, cameras, run, tolerance_s, strict, speed):
+    # speed 2: the video runs at twice info.json's fps, so timestamps at that rate ("rate") show a wrong fps; at
+    # speed 1 the same timestamps drift from a video at info.json's fps
     meta = fake_meta(cameras)
     episodes, arrays, start, frames = [], [], 0.0, []
     for i, (length, fault, shift, tail) in enumerate(plan):
-        episodes.append(episode(i, length, start, cameras))
+        episodes.append(episode(i, length, start, cameras, speed))
         arrays.append(rows(episodes[-1], fault, shift))
-        frames.append(start + np.arange(length) / FPS)
-        start += length / FPS + tail
+        frames.append(start + np.arange(length) / (FPS * speed))
+        start += length / (FPS * speed) + tail
     for c in range(cameras):
         meta.frame_times.times[f"videos/cam{c}.mp4"] = np.concatenate(frames)
     runs = [(a, min(a + run, len(episodes)), {k: np.concatenate([x[k] for x in arrays[a:a + run]])
@@ -113,6 +116,23 @@ def fake_meta(cameras: int) -> types.SimpleNamespace:
     return types.SimpleNamespace(source=types.SimpleNamespace(url="file:///ds"), fps=FPS, features=FEATURES,
                                  tasks={0: "task"}, subtasks={}, video_keys=[f"cam{c}" for c in range(cameras)],
                                  frame_times=FrameTimes(), files={})
+
+
+@pytest.mark.parametrize(("speed", "cameras", "refused"), [(2, 1, True), (1, 0, True), (1, 1, False)])
+def test_rows_off_the_rate_are_a_wrong_fps_unless_the_video_is_at_it(speed, cameras, refused):
+    # rows at 2 x FPS: with a video at 2 x FPS too (or no video), info.json's fps is wrong; with one frame per row
+    # at FPS, the rows drift from the video, which the tolerance check says (with the row pairing as the fix)
+    meta = fake_meta(cameras)
+    meta.frame_times.times["videos/cam0.mp4"] = np.arange(20) / (FPS * speed)
+    ep = episode(0, 20, 0.0, cameras, speed)
+    arrays = rows(ep, "rate", 0)
+    got = outcome(lambda: check_rows(meta, ep, arrays, None))[0]
+    wrong_fps = ("DatasetFormatError: file:///ds/data/file-000.parquet: episode 0: its timestamps are spaced "
+                 "0.050000 s (20.000 fps) but meta/info.json says fps 10: one of them is wrong")
+    assert got.startswith(wrong_fps) if refused else got == ""
+    if not refused:
+        message = outcome(lambda: check_rows(meta, ep, arrays, 1e-4))[0]
+        assert "drift from them to -0.950000 s (-9.50 frames)" in message and "--frame-pairing row" in message
 
 
 def test_a_wrong_episode_is_named_with_its_row():

@@ -70,8 +70,9 @@ def test_shifted_timestamps_are_refused(shifted, loader):
 
 
 @pytest.mark.slow  # starts `dl` processes
-@pytest.mark.parametrize("loader", ["map", "pool"])
-def test_dl_run_with_shifted_timestamps_fails_naming_the_file(shifted, tmp_path, loader):
+def test_dl_run_with_shifted_timestamps_fails_naming_the_file(shifted, tmp_path):
+    """Through `dl run` with the pool's workers (both loaders' refusals: test_shifted_timestamps_are_refused)."""
+    loader = "pool"
     proc = dl_run(shifted, tmp_path / "c", "--loader", loader, "--num-workers", "2", "--out-dir", tmp_path / "out")
     assert proc.returncode == 1
     assert f"{DATA0}: episode 1: row" in proc.stdout.replace("\n", "")

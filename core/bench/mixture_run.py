@@ -92,7 +92,8 @@ def _check_mixable(base: RunSpec, metas: list[DatasetMeta]) -> None:
     per_member = []
     for meta in metas:
         own = _own_rename(rename, meta)
-        per_member.append(member_features(meta, _member_delta(base, meta, own), resize, own))
+        per_member.append(member_features(meta, _member_delta(base, meta, own), resize, own,
+                                          bool(base.decoder_options.get("resize_depth"))))
     served_features(per_member, default_names([m.source.url for m in metas]), base.mix_options.get("features"))
 
 

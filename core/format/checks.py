@@ -13,17 +13,16 @@ import numpy as np
 
 from ..contracts.errors import DatasetFormatError, format_indices, warn
 from .features import NUMERIC_DTYPES
-from .timestamp_checks import check_pairing, check_tolerance, timestamp_gaps
-
-RATE_SLACK = 0.05
-"""Relative difference between the timestamps' median spacing and 1/fps above which info.json's fps is taken as
-wrong (recorders drift by 1-2%; a wrong fps is off by 2x, 30 vs 15...)."""
+from .timestamp_checks import RATE_SLACK, check_pairing, check_tolerance, frames_at_rate, timestamp_gaps
 
 
-def check_episode_rows(where: str, episode, fps: float, arrays: dict) -> None:
+def check_episode_rows(where: str, meta, episode, arrays: dict) -> None:
     """Check one episode's rows: every `episode_index` is the episode's, `frame_index` counts 0, 1, ...,
     length - 1 (LeRobot's writers number them so), and the timestamps are finite and spaced at about 1/fps
-    (`RATE_SLACK`): a wrong `fps` in info.json would give every `delta_timestamps` window the wrong span.
+    (`RATE_SLACK`): a wrong `fps` in info.json would give every `delta_timestamps` window the wrong span. Timestamps
+    off that rate pass here when the files say info.json's fps is right (`frames_at_rate`: every camera's span holds
+    one frame per row, at 1/fps): they drift from the video, which the tolerance check says (`check_tolerance`) and
+    `frame_pairing="row"` serves.
 
     Raises:
         DatasetFormatError: naming `where` (the data file), the episode, the row and the fix.
@@ -44,9 +43,10 @@ def check_episode_rows(where: str, episode, fps: float, arrays: dict) -> None:
         row = int(np.flatnonzero(~np.isfinite(ts))[0])
         raise DatasetFormatError(f"{where}: episode {episode.index}: row {row} has timestamp {ts[row]}; every row "
                                  "needs a finite timestamp (seconds from the episode's start).")
+    fps = meta.fps
     if len(ts) > 2:
         spacing = float(np.median(np.diff(ts)))
-        if not spacing > 0 or abs(spacing * fps - 1) > RATE_SLACK:
+        if not spacing > 0 or (abs(spacing * fps - 1) > RATE_SLACK and not frames_at_rate(meta, episode)):
             rate = f" ({1 / spacing:.3f} fps)" if spacing > 0 else ""
             raise DatasetFormatError(
                 f"{where}: episode {episode.index}: its timestamps are spaced {spacing:.6f} s{rate} but "
@@ -68,7 +68,7 @@ def check_rows(meta, episode, arrays: dict, tolerance_s: float | None,
         DatasetFormatError, TimestampToleranceError: as those checks.
     """
     where = f"{meta.source.url}/{episode.data_path}"
-    check_episode_rows(where, episode, meta.fps, arrays)
+    check_episode_rows(where, meta, episode, arrays)
     check_indices(where, episode, arrays, meta.tasks, meta.subtasks)
     if frame_pairing == "row":
         check_pairing(where, meta, episode)

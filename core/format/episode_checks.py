@@ -81,14 +81,14 @@ def episode_problems(fps: float, columns) -> dict[int, str]:
 
 def check_rate(url: str, fps: float, columns) -> None:
     """Refuse an info.json `fps` that the camera spans of meta/episodes contradict: when the episodes' spans hold
-    their rows at another rate (by more than `dl.format.checks.RATE_SLACK`, as the median over episodes and
+    their rows at another rate (by more than `dl.format.timestamp_checks.RATE_SLACK`, as the median over episodes and
     cameras), every timestamp and `delta_timestamps` window would be read at the wrong rate. Vectorized over the
     episodes (`columns`: a `dl.format.episodes.EpisodeColumns`).
 
     Raises:
         DatasetFormatError: with both rates.
     """
-    from .checks import RATE_SLACK
+    from .timestamp_checks import RATE_SLACK
 
     ratios = []
     for key in columns.video_keys:

@@ -32,7 +32,9 @@ class FrameTimes:
 
     def load(self, meta, paths) -> None:
         """Read the times of each of `paths` (relative video paths of `meta`'s dataset) not read yet, from its
-        MP4 index (`INDEX_THREADS` at once). A file the index reader refuses is recorded in `unindexed`.
+        MP4 index: one after another from a local source (threads would only contend for the GIL), `INDEX_THREADS`
+        at once from a remote one (each read waits on the network). A file the index reader refuses is recorded
+        in `unindexed`.
 
         Raises:
             SourceFileNotFoundError, dl.kits.remote.retry.RemoteReadError: a read fails.
@@ -40,8 +42,8 @@ class FrameTimes:
         todo = sorted({p for p in paths if p not in self.times and p not in self.unindexed})
         if not todo:
             return
-        if len(todo) == 1:
-            found = [_read_times(meta, todo[0])]
+        if len(todo) == 1 or meta.source.is_local:
+            found = [_read_times(meta, path) for path in todo]
         else:
             with ThreadPoolExecutor(min(INDEX_THREADS, len(todo)), thread_name_prefix="dl-frame-times") as pool:
                 found = list(pool.map(lambda p: _read_times(meta, p), todo))

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from .checks import RATE_SLACK, check_rows, report_nonfinite
+from .checks import check_rows, report_nonfinite
 from .episodes import episode_lengths
 from .features import NUMERIC_DTYPES
 from .frame_times import half_spacing, nearest
-from .timestamp_checks import check_pairing, check_tolerance
+from .timestamp_checks import RATE_SLACK, check_pairing, check_tolerance
 
 Run = tuple[int, int, dict]
 """`(first episode, end episode, {key: array [rows, *shape]})`: the rows of selection positions [first, end), in
@@ -88,13 +88,16 @@ def _screen(meta, episodes, first: int, end: int, columns: dict) -> tuple[np.nda
         if key in columns and (key == "task_index" or table):
             bad |= ~np.isin(np.asarray(columns[key]).reshape(-1), np.fromiter(table, dtype=np.int64, count=len(table)))
     suspect = np.bincount(seg, weights=bad, minlength=n) > 0
-    suspect |= _off_rate(ts, seg, lengths, meta.fps)
-    return suspect, _gaps(meta, part, ts, seg, lengths), _nonfinite(meta.features, columns, seg, n)
+    gaps, at_rate = _gaps(meta, part, ts, seg, lengths)
+    unordered, off_rate = _off_rate(ts, seg, lengths, meta.fps)
+    suspect |= unordered | (off_rate & ~at_rate)
+    return suspect, gaps, _nonfinite(meta.features, columns, seg, n)
 
 
-def _off_rate(ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray, fps: float) -> np.ndarray:
-    """bool [E]: episodes of more than 2 rows whose median timestamp spacing is not 1/fps within `RATE_SLACK`
-    (`check_episode_rows`'s test, with each episode's median of its row-to-row differences)."""
+def _off_rate(ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(bool [E] episodes of more than 2 rows whose median timestamp spacing is not > 0, bool [E] those whose median
+    spacing is not 1/fps within `RATE_SLACK`): `check_episode_rows`'s tests, with each episode's median of its
+    row-to-row differences."""
     same = seg[1:] == seg[:-1]
     diffs, owner = np.diff(ts)[same], seg[1:][same]
     order = np.lexsort((diffs, owner))
@@ -105,18 +108,20 @@ def _off_rate(ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray, fps: float) 
     lo = diffs[start[checked] + (counts[checked] - 1) // 2]
     hi = diffs[start[checked] + counts[checked] // 2]
     spacing = (lo + hi) / 2
+    unordered, off = np.zeros(len(lengths), dtype=bool), np.zeros(len(lengths), dtype=bool)
     with np.errstate(invalid="ignore"):
-        off = ~(spacing > 0) | (np.abs(spacing * fps - 1) > RATE_SLACK)
-    out = np.zeros(len(lengths), dtype=bool)
-    out[checked] = off
-    return out
+        unordered[checked] = ~(spacing > 0)
+        off[checked] = ~(spacing > 0) | (np.abs(spacing * fps - 1) > RATE_SLACK)
+    return unordered, off
 
 
-def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """float64 [E]: each episode's largest gap between a row's camera query and the nearest frame of its own span
+def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 [E]: each episode's largest gap between a row's camera query and the nearest frame of its own span
     of the file, from the file's frame times (`dl.format.timestamp_checks.timestamp_gaps`, every camera at once,
-    one pass per video file); 0 for a camera whose file has no index."""
+    one pass per video file), 0 for a camera whose file has no index; bool [E]: whether the files show info.json's
+    fps right for the episode (`dl.format.timestamp_checks.frames_at_rate`))."""
     out = np.zeros(len(lengths), dtype=np.float64)
+    at_rate = np.full(len(lengths), bool(meta.video_keys))
     columns, positions = getattr(part, "columns", None), getattr(part, "positions", None)
     for key in meta.video_keys:
         if columns is not None:
@@ -136,19 +141,24 @@ def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> n
         row_order, row_at = _groups(file_of[seg], used)
         ep_order, ep_at = _groups(file_of, used)
         first, last = np.zeros(len(lengths), dtype=np.int64), np.zeros(len(lengths), dtype=np.int64)
+        camera_at_rate = np.zeros(len(lengths), dtype=bool)
         for g, f in enumerate(used.tolist()):
             times = meta.frame_times.times.get(paths[f])
             if times is None:
                 continue
             eps = ep_order[ep_at[g]:ep_at[g + 1]]
-            first[eps], last[eps], empty = _span_bounds(times, from_ts[eps], to_ts[eps], lengths[eps])
+            half = half_spacing(times)
+            first[eps], last[eps], empty = _span_bounds(times, half, from_ts[eps], to_ts[eps], lengths[eps])
+            camera_at_rate[eps] = (~empty & (last[eps] - first[eps] + 1 == lengths[eps])
+                                   & (abs(2 * half * meta.fps - 1) <= RATE_SLACK))
             rows = row_order[row_at[g]:row_at[g + 1]]
             if empty.any():  # no frame in the span: the stream checks say so
                 rows = rows[~np.isin(seg[rows], eps[empty])]
             with np.errstate(invalid="ignore"):  # a NaN timestamp: its episode is refused by the structure check
                 _, gap = nearest(times, first[seg[rows]], last[seg[rows]], query[rows])
                 np.maximum.at(out, seg[rows], gap)
-    return out
+        at_rate &= camera_at_rate
+    return out, at_rate
 
 
 def _groups(file_of: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,11 +168,10 @@ def _groups(file_of: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return order, np.append(np.searchsorted(file_of[order], used), len(order))
 
 
-def _span_bounds(times: np.ndarray, from_ts: np.ndarray, to_ts: np.ndarray,
+def _span_bounds(times: np.ndarray, half: float, from_ts: np.ndarray, to_ts: np.ndarray,
                  lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inclusive first and last frame positions of many episodes' spans of one file (`span_frames`, `span_bounds`,
-    vectorized): int64 [E] each, and bool [E] the spans that show no frame."""
-    half = half_spacing(times)
+    vectorized; `half`: `half_spacing(times)`): int64 [E] each, and bool [E] the spans that show no frame."""
     first = np.searchsorted(times, from_ts - half)
     end = np.searchsorted(times, to_ts - half)
     end = np.where((end - first == lengths - 1) & (end < len(times)), end + 1, np.maximum(end, first))

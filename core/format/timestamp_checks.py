@@ -20,10 +20,13 @@ import math
 import numpy as np
 
 from ..contracts.errors import DatasetFormatError, TimestampToleranceError, format_indices
-from .frame_times import nearest, span_frames
+from .frame_times import half_spacing, nearest, span_frames
 
 PAIRINGS = ("timestamp", "row")
 """`LoaderConfig.frame_pairing`'s values."""
+RATE_SLACK = 0.05
+"""Relative difference between a median frame or row spacing and 1/fps above which they are at another rate than
+info.json's fps (recorders drift by 1-2%; a wrong fps is off by 2x, 30 vs 15...)."""
 
 
 def camera_span(meta, episode, key: str) -> tuple[np.ndarray, int, int] | None:
@@ -54,6 +57,20 @@ def span_ends(meta, episode, key: str) -> tuple[float, float]:
         return start, start + (episode.length - 1) / meta.fps
     times, first, end = found
     return float(times[first]), float(times[end - 1])
+
+
+def frames_at_rate(meta, episode) -> bool:
+    """Whether the files show info.json's fps right for `episode`: it has cameras and, for every one, the file has
+    an index, the episode's span holds exactly one frame per row, and the file's median frame spacing is 1/fps
+    within `RATE_SLACK`. Rows whose timestamps run at another rate then drift from the video; they do not show a
+    wrong fps."""
+    for key in episode.videos:
+        found = camera_span(meta, episode, key)
+        if found is None or found[2] - found[1] != episode.length:
+            return False
+        if abs(2 * half_spacing(found[0]) * meta.fps - 1) > RATE_SLACK:
+            return False
+    return bool(episode.videos)
 
 
 def timestamp_gaps(meta, episode, timestamps: np.ndarray) -> tuple[float, int, str] | None:

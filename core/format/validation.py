@@ -76,7 +76,8 @@ def validate(meta: DatasetMeta, decoder: Decoder, episodes: list[int] | None = N
         gap, episode = out.largest_gap
         fix = (f"--tolerance-s {suggest_tolerance(gap)} serves every checked episode, each row getting its nearest "
                "frame as in LeRobot" if suggest_tolerance(gap) < 0.5 / meta.fps else
-               "no tolerance_s under half a frame period serves them: see each episode's fix")
+               "no tolerance_s under half a frame period serves them: --frame-pairing row where an episode's video "
+               "holds one frame per row (each episode's line says), else fix the timestamps")
         out.findings.append(Finding("error", "", f"timestamps: the largest gap between a row's timestamp and its "
                                                  f"camera frame is {gap:.6f} s (episode {episode}), more than "
                                                  f"tolerance_s={tolerance_s}; {fix}"))

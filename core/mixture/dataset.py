@@ -82,7 +82,8 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.samples_per_epoch = sum(self.quotas)
         self._plan_members = [Member(n, m, f, q) for n, m, f, q in zip(names, members, self.frames, self.quotas,
                                                                         strict=True)]
-        per_member = [member_features(m.meta, m.config.delta_timestamps, getattr(m.decoder, "resize", None), r)
+        per_member = [member_features(m.meta, m.config.delta_timestamps, getattr(m.decoder, "resize", None), r,
+                                       getattr(m.decoder, "resize_depth", False))
                       for m, r in zip(members, renames, strict=True)]
         self.schema = SampleSchema(per_member, served_features(per_member, self.names, features))
         self.video_keys = self.schema.cameras

@@ -41,9 +41,10 @@ class Feature:
 
 
 def member_features(meta: DatasetMeta, delta_timestamps: dict | None, resize: tuple[int, int] | None,
-                    rename: dict[str, str]) -> dict[str, Feature]:
+                    rename: dict[str, str], resize_depth: bool = False) -> dict[str, Feature]:
     """The keys of a member's samples by their names in the mixture, in sample order, from its metadata, its windows
-    (`delta_timestamps`, in its own key names) and its decoder's `resize` (`dl.contracts.decoder.Decoder.resize`).
+    (`delta_timestamps`, in its own key names) and its decoder's `resize` (`dl.contracts.decoder.Decoder.resize`;
+    depth cameras too with the cpu decoder's `resize_depth`).
 
     Raises:
         DlError: `rename` names a key the member does not have, a bookkeeping key, or two keys onto one name.
@@ -58,9 +59,10 @@ def member_features(meta: DatasetMeta, delta_timestamps: dict | None, resize: tu
     own["task"] = Feature("task", "string", ())
     if "subtask_index" in own and meta.subtasks:  # LeRobot 0.4's subtask string, as the member serves it
         own["subtask"] = Feature("subtask", "string", ())
-    for key in meta.camera_keys:  # the decoder's resize applies to video; image features and depth keep their size
+    for key in meta.camera_keys:  # the decoder's resize applies to video (depth: if asked); image features keep size
         height, width, channels = meta.features[key]["shape"]
-        size = tuple(resize) if resize and key in meta.video_keys and key not in meta.depth else (height, width)
+        scaled = resize and key in meta.video_keys and (key not in meta.depth or resize_depth)
+        size = tuple(resize) if scaled else (height, width)
         kind = "depth" if key in meta.depth else "video"  # depth (float32 mm) and pictures never share a key
         own[key] = Feature(key, kind, _windowed((channels, *size), key, windows))
     unknown = sorted(set(name_of) - set(own))
