@@ -45,7 +45,7 @@ class Blocks:
         self.taken_over.append(block * BLOCK)  # a reader waited for it
         return self._write(block)
 
-    def remote_read(self, rel, start, end):
+    def read_bytes(self, rel, start, end):
         raise AssertionError(f"a remote read of bytes {start}-{end}: the view reads blocks")
 
 

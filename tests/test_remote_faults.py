@@ -82,7 +82,8 @@ def test_map_says_how_much_it_downloads(s3, dataset_factory, caplog):  # noqa: F
         dataset = build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[0, 1], image_dtype="uint8")).loader
     files = sorted({f for i in (0, 1) for f in meta.episodes[i].files()})
     whole = sum(meta.files[f] for f in files) / 1e6
-    need = source.selection_bytes
+    spans = [span for i in (0, 1) for span in meta.file_spans(meta.episodes[i])]
+    need = source.prepare(spans)  # indexed already: what the loader's own `prepare` returned
     assert f"2 episode(s) need {need / 1e6:.1f} MB of {len(files)} file(s) ({whole:.1f} MB " \
         f"whole), from {source.url}" in caplog.text
     assert need < sum(meta.files[f] for f in files)  # ranges, not the whole files

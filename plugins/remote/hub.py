@@ -16,63 +16,45 @@ from dl.contracts.hookspecs import hookimpl
 from dl.contracts.source import Source
 from dl.kits.remote.retry import RetryPolicy
 from dl.kits.remote.source import RemoteOptions, RemoteSource
-from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
-from .hub_cdn import CdnLinks
+from .links import Links
 from .options import DEFAULT_CACHE_BYTES, remote_options
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
+LINK_REUSE_S = 300.0
+"""Seconds a process uses a file's CDN URL before resolving it again (the Hub signs them for about an hour)."""
 
 
 class HubSource(RemoteSource):
     """A `RemoteSource` on an `HfFileSystem` whose byte ranges are GETs through huggingface_hub's HTTP session and
-    headers (its own retry loop would hide retries from dl's), to the CDN URL of a large file (`hub_cdn`)."""
+    headers (its own retry loop would hide retries from dl's), to the CDN URL of a large file (`links`)."""
 
     def __init__(self, fs, root: str, repo_id: str, sha: str, options: RemoteOptions):
         self.repo_id, self.sha = repo_id, sha
-        self._links = CdnLinks()
+        self._links = Links(LINK_REUSE_S, signed=False)
         super().__init__(fs, root, "hub", options=options, pinned={"revision": sha})
 
-    @property
-    def fs(self) -> "fsspec.AbstractFileSystem":
-        """This process's `HfFileSystem` (rebuilt after fork), told that the pinned commit exists, so no process
-        asks the Hub about the revision again (`trust_commit`)."""
-        fs = super().fs
+    def _tuned(self, fs):
+        """`fs` told that the pinned commit exists, so no process asks the Hub about the revision again."""
         trust_commit(fs, self.repo_id, self.sha)
         return fs
 
     def stream_range(self, fs, path: str, start: int | None, end: int | None) -> Iterator[bytes]:
-        """The response body in blocks of up to `STREAM_BLOCK_BYTES` as they arrive, through huggingface_hub's
-        httpx session, to the file's CDN URL once resolved (`CdnLinks.get`); before huggingface_hub 1.0, through
-        its requests session in one block."""
+        """The response body in blocks as they arrive, through huggingface_hub's httpx session, to the file's CDN URL
+        once resolved (`Links.stream`)."""
         from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import build_hf_headers, get_session
 
         rel = path[len(f"datasets/{self.repo_id}@{self.sha}/"):]
         url = hf_hub_url(self.repo_id, rel, repo_type="dataset", revision=self.sha, endpoint=fs.endpoint)
         headers = build_hf_headers(token=fs.token)
         if start is not None or end is not None:
             headers["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
-        if not hasattr(get_session(), "build_request"):  # a requests session, which follows each redirect
-            response = get_session().get(url, headers=headers, timeout=60)
-            hf_raise_for_status(response)
-            yield response.content[start or 0:] if response.status_code == 200 else response.content
-            return
-        with self._links.get(get_session(), path, url, headers, lambda: self.counters.add("requests")) as response:
-            if response.status_code >= 400:
-                response.read()  # the error's message is in the body
-            hf_raise_for_status(response)
-            skip = start if response.status_code == 200 else 0  # the server ignored the range
-            for block in response.iter_bytes(STREAM_BLOCK_BYTES):
-                if skip:
-                    block, skip = block[skip:], max(0, skip - len(block))
-                if block:
-                    yield block
+        yield from self._links.stream(get_session(), path, lambda: url, headers, start or 0, self.counters)
 
 
 def parse_repo(root: str, revision: str | None) -> tuple[str, str, str]:
-    """`(repo_id, revision, path in repo)` from `owner/name[@rev][/path]`, with an optional `hf://` and
-    `datasets/` in front.
+    """`(repo_id, revision, path in repo)` from `[hf://][datasets/]owner/name[@rev][/path]`.
     Raises DlError: not a repo id, or a revision in `root` that contradicts `revision`."""
     text = root.removeprefix("hf://").removeprefix("datasets/").strip("/")
     parts = text.split("/")
@@ -85,12 +67,8 @@ def parse_repo(root: str, revision: str | None) -> tuple[str, str, str]:
 
 
 def resolve_revision(repo_id: str, revision: str, endpoint: str | None, retry: RetryPolicy) -> str:
-    """The commit sha of `revision` of dataset repo `repo_id` (a sha is returned as is, without a request).
-
-    Raises:
-        DlError: the repo or revision does not exist (or is private: no token). RemoteReadError: the Hub
-            kept failing.
-    """
+    """The commit sha of `revision` of dataset repo `repo_id` (a sha is returned as is, without a request). Raises
+    DlError (the repo or revision does not exist, or is private: no token), RemoteReadError (the Hub kept failing)."""
     if SHA.match(revision):
         return revision
     from huggingface_hub import HfApi

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import NamedTuple
 
+from ..mp4_index import merge_ranges
 from .span_reads import Ranked
 
 RUN_BLOCKS = 8
@@ -41,15 +42,16 @@ def block_runs(pieces: list[Piece], reads: list[Ranked], block_bytes: int) -> li
     """The downloads of the blocks holding `pieces` (joined where they overlap or meet), each block at its depth
     (above), ascending in each file."""
     depth: dict[tuple[str, int], int] = {}
-    for piece in merged(pieces):
-        mine = [r for r in reads if r.rel == piece.rel]
+    for rel in sorted({p.rel for p in pieces}):
+        mine = [r for r in reads if r.rel == rel]
         after = max((r.rank for r in mine), default=-1) + 1
-        first = piece.start // block_bytes
-        for n in range(first, (piece.end - 1) // block_bytes + 1):
-            lo, hi = n * block_bytes, (n + 1) * block_bytes
-            d = (min((r.rank for r in mine if r.start < hi and lo < r.end), default=after) if mine
-                 else (n - first + 1).bit_length() - 1)
-            depth[piece.rel, n] = min(d, depth.get((piece.rel, n), d))
+        for start, end in merge_ranges([(p.start, p.end) for p in pieces if p.rel == rel]):
+            first = start // block_bytes
+            for n in range(first, (end - 1) // block_bytes + 1):
+                lo, hi = n * block_bytes, (n + 1) * block_bytes
+                d = (min((r.rank for r in mine if r.start < hi and lo < r.end), default=after) if mine
+                     else (n - first + 1).bit_length() - 1)
+                depth[rel, n] = min(d, depth.get((rel, n), d))
     runs: list[Run] = []
     for (rel, n), d in sorted(depth.items()):
         last = runs[-1] if runs else None
@@ -58,17 +60,6 @@ def block_runs(pieces: list[Piece], reads: list[Ranked], block_bytes: int) -> li
         else:
             runs.append(Run(d, rel, n, n))
     return runs
-
-
-def merged(pieces: list[Piece]) -> list[Piece]:
-    """`pieces` sorted, those that overlap or meet joined."""
-    out: list[Piece] = []
-    for piece in sorted(pieces):
-        if out and out[-1].rel == piece.rel and piece.start <= out[-1].end:
-            out[-1] = out[-1]._replace(end=max(out[-1].end, piece.end))
-        else:
-            out.append(piece)
-    return out
 
 
 class Prefetcher:

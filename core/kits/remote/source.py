@@ -54,13 +54,12 @@ class RemoteSource(RemoteStore):
         self.options = options or RemoteOptions()
         super().__init__(fs, root, name, meta=meta, retry=self.options.retry, pinned=pinned)
         self.plans = FilePlans()  # indexed files and the byte ranges of their spans
-        self.selection_bytes = 0  # what the last `prepare` said its spans need from the store
         self._local: _Local | None = None
         self.cache_folder = host_folder(self.options.cache_dir)
         self._names: dict[str, str] = {}  # the cache's name of each file read
 
     def __getstate__(self):
-        return {**super().__getstate__(), "_local": None}  # threads and locks stay in their process
+        return {**self.__dict__, "_local": None}  # threads and locks stay in their process
 
     def _here(self) -> "_Local":
         """This process's cache handle and download threads (made anew in each process)."""
@@ -106,12 +105,12 @@ class RemoteSource(RemoteStore):
         try:
             known = set(self.plans.files)
             read = self._read_blocks if self.options.prefetch else self._fetch
-            self.selection_bytes = self.plans.prepare(files, self._size, read, self.url)
+            needed = self.plans.prepare(files, self._size, read, self.url)
             for rel in set(self.plans.files) - known if self.options.prefetch else ():
                 lo, hi = self.plans.files[rel].check[:2]  # fetched again by a reader, which checks them
                 for block in range(lo // BLOCK_BYTES, (hi - 1) // BLOCK_BYTES + 1):
                     self._here().cache.remove(self._name(rel), block)
-            return self.selection_bytes
+            return needed
         finally:
             self.metadata_s += time.perf_counter() - t0
 
@@ -154,20 +153,17 @@ class RemoteSource(RemoteStore):
 
     def state(self) -> dict:
         """Listing facts and sizes, file plans and span ranges, and the seconds spent on metadata (JSON-ready)."""
-        return {"facts": self._facts, "sizes": self._sizes, **self.plans.state(),
-                "metadata_s": round(self.metadata_s, 6)}
+        return {"facts": self._facts, "sizes": self._sizes, **self.plans.state(), "metadata_s": self.metadata_s}
 
     def restore(self, state: dict) -> None:
-        """Take back `state()` from the process that listed and indexed the files: a file it listed is then opened
-        without a request for its size."""
+        """Take back `state()` from the process that listed and indexed the files (no request for their sizes)."""
         self._facts.update(state.get("facts", {}))
         self._sizes.update(state.get("sizes", {}))
         self.plans.restore(state)
         self.metadata_s = float(state.get("metadata_s", 0.0))
 
     def block_path(self, rel: str, block: int, wait: bool = True) -> str | None:
-        """The cache's file of block `block` of `rel`, fetched (or waited for) when it is not there (`wait=False`:
-        None instead)."""
+        """The cache's file of block `block` of `rel`, fetched or waited for when not there (`wait=False`: None)."""
         here, name = self._here(), self._name(rel)
         path = here.cache.get(name, block)
         if path is None and wait:

@@ -81,9 +81,7 @@ class RemoteStore(Source):
                  meta: "tuple[fsspec.AbstractFileSystem, str] | None" = None, retry: RetryPolicy | None = None,
                  pinned: dict | None = None):
         super().__init__(fs, root, name)
-        self._meta_fs, self._meta_pid = (meta[0] if meta else None), os.getpid()
-        self._meta_local: tuple[int, fsspec.AbstractFileSystem] | None = None  # (pid, this process's meta_fs)
-        self.meta_root = meta[1].rstrip("/") if meta else None
+        self.meta = Source(*meta, name) if meta else None  # its `fs`: this process's metadata filesystem
         if meta:
             self.__dict__["url"] = f"{fs.unstrip_protocol(self.root)} (metadata: {meta[0].unstrip_protocol(meta[1])})"
         self.retry = retry or RetryPolicy()
@@ -93,24 +91,10 @@ class RemoteStore(Source):
         self._facts: dict[str, str] = {}  # fingerprints from listings
         self.metadata_s = 0.0  # seconds spent listing, reading metadata and indexing (host and this process)
 
-    def __getstate__(self):
-        return {**self.__dict__, "_meta_local": None}  # each process makes its own metadata filesystem
-
     @property
     def fs(self) -> "fsspec.AbstractFileSystem":
         """This process's filesystem for the bulk files (rebuilt after fork, then `_tuned`)."""
         return self._tuned(Source.fs.fget(self))
-
-    @property
-    def meta_fs(self) -> "fsspec.AbstractFileSystem":
-        """This process's filesystem for `meta/` (the bulk one unless metadata lives elsewhere)."""
-        if self._meta_fs is None:
-            return self.fs
-        pid = os.getpid()
-        if self._meta_local is None or self._meta_local[0] != pid:
-            fs = self._meta_fs
-            self._meta_local = (pid, fs if pid == self._meta_pid else type(fs)(*fs.storage_args, **fs.storage_options))
-        return self._tuned(self._meta_local[1])
 
     def _tuned(self, fs: "fsspec.AbstractFileSystem") -> "fsspec.AbstractFileSystem":
         """`fs` as this source uses it (a source turns off a filesystem's own retries here). Here as it is."""
@@ -119,8 +103,8 @@ class RemoteStore(Source):
     def _where(self, rel: str) -> tuple["fsspec.AbstractFileSystem", str]:
         """(filesystem, full path) of `rel` (checked by `path`)."""
         full = self.path(rel)
-        if self.meta_root is not None and (rel == "meta" or rel.startswith("meta/")):
-            return self.meta_fs, self.meta_root + full[len(self.root):]
+        if self.meta is not None and (rel == "meta" or rel.startswith("meta/")):
+            return self._tuned(self.meta.fs), self.meta.root + full[len(self.root):]
         return self.fs, full
 
     def _call(self, rel: str, request):
@@ -219,9 +203,8 @@ class RemoteStore(Source):
     def stream_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int | None, end: int | None
                      ) -> Iterator[bytes]:
         """One request for bytes `[start, end)` of `path` on `fs` (None: from the start, to the end), in blocks as
-        the response arrives (the caller stops at `end` and checks the length). Here one block (`cat_file`); sources
-        whose client reads a response body in parts override it, so a download's first bytes are used before its
-        last arrive, and those whose filesystem retries on its own, so that every retry is dl's."""
+        they arrive (the caller stops at `end` and checks the length). Here one block (`cat_file`); a source overrides
+        it to use a download's first bytes before its last arrive, or to keep a client's own retries out."""
         yield fs.cat_file(path, start=start, end=end)
 
     def _size(self, rel: str) -> int:
@@ -233,16 +216,6 @@ class RemoteStore(Source):
     def _info(self, rel: str) -> dict:
         fs, path = self._where(rel)
         return self._call(rel, lambda: fs.info(path))
-
-    def remote_read(self, rel: str, start: int, end: int) -> bytes:
-        """Bytes `[start, end)` of `rel` from the store, counted as a remote read and network wait (the
-        views' reads outside the cache)."""
-        t0 = time.perf_counter()
-        try:
-            self.counters.add("remote_reads")
-            return self._fetch(rel, start, end)
-        finally:
-            self.counters.add("network_wait_us", int((time.perf_counter() - t0) * 1e6))
 
     def list_files(self, folder: str) -> dict[str, int]:
         """As `Source.list_files`, retried and counted; the sizes and fingerprints (`file_facts` of the

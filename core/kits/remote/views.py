@@ -4,18 +4,15 @@ waiting while another thread or process does), or, for a source without prefetch
 
 import io
 import os
-from typing import TYPE_CHECKING
 
 from .host_cache import BLOCK_BYTES
 
-if TYPE_CHECKING:
-    from .source import RemoteSource
-
 
 class CachedView(io.RawIOBase):
-    """A seekable raw file over the remote file `rel` of `size` bytes: a read returns the bytes of one block at most
-    (a short read), from the block's file in the cache (`source.block_path`), or, without prefetch, at most
-    `block_size` bytes from the store (`source.remote_read`).
+    """A seekable raw file over the remote file `rel` of `size` bytes of `source` (the `RemoteSource` reading through
+    it; not annotated: that would import its module, which imports this one): a read returns the bytes of one block at
+    most (a short read), from the block's file in the cache (`source.block_path`), or, without prefetch, at most
+    `block_size` bytes from the store (`source.read_bytes`, counted as a remote read).
 
     With `fills`, for a reader that fills a buffer by reading on after a short read until a read returns no bytes
     (torchcodec's FFmpeg I/O callback), a read that follows a short one returns no bytes where the next block is not
@@ -23,7 +20,7 @@ class CachedView(io.RawIOBase):
     (after a full or empty read, or a seek) waits for the bytes it needs, so a decoder gets every byte, only later.
     Never for a reader that reads once per fill or takes a short read as the end of the file."""
 
-    def __init__(self, source: "RemoteSource", rel: str, size: int, fills: bool = False):
+    def __init__(self, source, rel: str, size: int, fills: bool = False):
         super().__init__()
         self.source, self.rel, self.size, self.pos, self.fills = source, rel, size, 0, fills
         self._fd: tuple[str, int] | None = None  # (path, fd) of the last block read
@@ -48,7 +45,8 @@ class CachedView(io.RawIOBase):
         if n <= 0:
             return 0
         if not self.source.options.prefetch:
-            data = self.source.remote_read(self.rel, self.pos, self.pos + min(n, self.source.options.block_size))
+            self.source.counters.add("remote_reads")
+            data = self.source.read_bytes(self.rel, self.pos, self.pos + min(n, self.source.options.block_size))
         else:
             block, at = divmod(self.pos, BLOCK_BYTES)
             path = self.source.block_path(self.rel, block, wait=not (self.fills and self._short))
