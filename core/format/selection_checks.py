@@ -15,7 +15,7 @@ import numpy as np
 from .checks import check_rows, report_nonfinite
 from .episodes import episode_lengths
 from .features import NUMERIC_DTYPES
-from .frame_times import half_spacing, nearest
+from .frame_times import half_spacing, load_selection, nearest
 from .timestamp_checks import RATE_SLACK, check_pairing, check_tolerance
 
 Run = tuple[int, int, dict]
@@ -35,6 +35,7 @@ def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iter
     Raises:
         DatasetFormatError, TimestampToleranceError: as `check_rows` and `report_nonfinite`.
     """
+    load_selection(meta, episodes)
     count = len(episodes)
     suspect = np.zeros(count, dtype=bool)
     gaps = np.zeros(count, dtype=np.float64)
@@ -136,7 +137,6 @@ def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> t
             paths = sorted({s.path for s in spans})
             file_of = np.array([paths.index(s.path) for s in spans], dtype=np.int64)
         used = np.unique(file_of)
-        meta.frame_times.load(meta, [paths[f] for f in used.tolist()])
         query = from_ts[seg] + ts
         row_order, row_at = _groups(file_of[seg], used)
         ep_order, ep_at = _groups(file_of, used)
@@ -154,9 +154,13 @@ def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> t
             rows = row_order[row_at[g]:row_at[g + 1]]
             if empty.any():  # no frame in the span: the stream checks say so
                 rows = rows[~np.isin(seg[rows], eps[empty])]
+            if not len(rows):
+                continue
+            owner = seg[rows]  # ascending: an episode's rows are consecutive and, per camera, in one file
             with np.errstate(invalid="ignore"):  # a NaN timestamp: its episode is refused by the structure check
-                _, gap = nearest(times, first[seg[rows]], last[seg[rows]], query[rows])
-                np.maximum.at(out, seg[rows], gap)
+                _, gap = nearest(times, first[owner], last[owner], query[rows])
+            starts = np.flatnonzero(np.diff(owner, prepend=-1))
+            out[owner[starts]] = np.maximum(out[owner[starts]], np.maximum.reduceat(gap, starts))
         at_rate &= camera_at_rate
     return out, at_rate
 
@@ -185,8 +189,8 @@ def _nonfinite(features: dict, columns: dict, seg: np.ndarray, n: int) -> dict[s
     for key, values in columns.items():
         if features.get(key, {}).get("dtype") in NUMERIC_DTYPES and np.issubdtype(np.asarray(values).dtype,
                                                                                   np.floating):
-            rows = np.asarray(values).reshape(len(seg), -1)
-            per_row = rows.shape[1] - np.count_nonzero(np.isfinite(rows), axis=1)
-            if per_row.any():
+            finite = np.isfinite(np.asarray(values).reshape(len(seg), -1))
+            if not finite.all():
+                per_row = finite.shape[1] - np.count_nonzero(finite, axis=1)
                 out[key] = np.bincount(seg, weights=per_row, minlength=n).astype(np.int64)
     return out
