@@ -146,13 +146,13 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
     its name when it is the only one, else #1, #2... named above), then failed runs with their cause."""
     ok = [r for r in results if r.get("status") == "ok"]
     if ok:
-        console.print(f"[bold]dataset:[/] {describe_dataset(ok[0], default_dataset)}", highlight=False)
+        console.print(f"[bold]dataset:[/] {escape(describe_dataset(ok[0], default_dataset))}", highlight=False)
         labels = [r["name"] for r in ok] if len(ok) == 1 else [f"#{i}" for i in range(1, len(ok) + 1)]
         for label, result in zip(labels, ok, strict=True):
             head = f"[bold]{result['name']}[/]" if len(ok) == 1 else f"[bold]{label}[/] {result['name']}"
-            console.print(f"{head}: {describe_run(result)}", highlight=False)
+            console.print(f"{head}: {describe_run(result)}", highlight=False, markup=False)
         for line in dict.fromkeys(describe_calibration(r) for r in ok if r.get("decoder_calibration")):
-            console.print(line, highlight=False, soft_wrap=True)
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
         for line in dict.fromkeys(f for r in ok if r.get("decoder_calibration") for f in
                                   codec_fixes(r["decoder_calibration"])):
             console.print(line, highlight=False, soft_wrap=True, markup=False)
