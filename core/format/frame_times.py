@@ -104,9 +104,11 @@ def _kept_path(meta, path: str) -> Path | None:
 
 def _load_kept(kept: Path | None) -> np.ndarray | None:
     """The frame times kept at `kept` (float64, raw), or None when none are (not read yet, or evicted)."""
+    if kept is None:
+        return None
     try:
         times = np.fromfile(kept, dtype=np.float64)
-    except (TypeError, FileNotFoundError):
+    except OSError:  # not there (or not readable): the index is read
         return None
     lru_folder.touch(kept)
     return times
