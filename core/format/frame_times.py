@@ -53,7 +53,8 @@ class FrameTimes:
             SourceFileNotFoundError, dl.kits.remote.retry.RemoteReadError: a read fails.
         """
         todo = sorted({p for p in paths if p not in self.times and p not in self.unindexed})
-        kept = {path: _kept_path(meta, path) for path in todo}
+        folder = cache_dir("frame_times")
+        kept = {path: _kept_path(meta, path, folder) for path in todo}
         for path in todo:
             times = _load_kept(kept[path])
             if times is not None:
@@ -71,7 +72,7 @@ class FrameTimes:
                 self.unindexed[path] = times
             else:
                 self.times[path] = times
-        lru_folder.evict(cache_dir("frame_times"), SUFFIX, CACHE_LIMIT_BYTES, keep="")
+        lru_folder.evict(folder, SUFFIX, CACHE_LIMIT_BYTES, keep="")
 
     def of(self, meta, path: str) -> np.ndarray | None:
         """The frame times of video file `path` (read now when this process has not got them), or None when the
@@ -94,12 +95,13 @@ def load_selection(meta, episodes) -> None:
     meta.frame_times.load(meta, paths)
 
 
-def _kept_path(meta, path: str) -> Path | None:
-    """Where dl's cache folder keeps `path`'s frame times, or None for a file the dataset does not list."""
+def _kept_path(meta, path: str, folder: Path) -> Path | None:
+    """Where `folder` (dl's cache folder `frame_times/`) keeps `path`'s frame times, or None for a file the dataset
+    does not list."""
     if path not in meta.files:
         return None
     key = json.dumps([CACHE_VERSION, meta.source.url, path, meta.source.fingerprint(path)])
-    return cache_dir("frame_times") / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}{SUFFIX}"
+    return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}{SUFFIX}"
 
 
 def _load_kept(kept: Path | None) -> np.ndarray | None:
