@@ -9,9 +9,11 @@ messages are those of the per-episode checks.
 """
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import numpy as np
 
+from . import kept_screens
 from .checks import check_rows, report_nonfinite
 from .episodes import episode_lengths
 from .features import NUMERIC_DTYPES
@@ -24,27 +26,26 @@ order (`plugins.map.arrow_store.ArrowEpisodeStore.runs`)."""
 
 
 def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iterable[Run], tolerance_s: float,
-                    strict: bool, frame_pairing: str = "timestamp") -> None:
+                    strict: bool, frame_pairing: str = "timestamp", kept: Path | None = None) -> None:
     """`check_rows` over a whole selection (`episodes`, a sequence of `EpisodeMeta`; `arrays_of(i)` the i-th one's
     arrays; `runs` the same rows many episodes at a time), as a loader holding every row runs it up front: the first
     wrong episode is refused, timestamps the tolerance would not serve are refused naming the largest gap over the
     selection (with `frame_pairing="row"`: an episode whose spans do not hold one frame per row), and NaN/inf values
     are counted over the selection into one warning (refused with `strict`). The files' frame times are read here,
-    once (`DatasetMeta.frame_times`).
+    once (`DatasetMeta.frame_times`). `kept`: where the screen's results for these rows are kept
+    (`dl.format.kept_screens.screen_path`): read from there when present, else computed and kept there.
 
     Raises:
         DatasetFormatError, TimestampToleranceError: as `check_rows` and `report_nonfinite`.
     """
     load_selection(meta, episodes)
     count = len(episodes)
-    suspect = np.zeros(count, dtype=bool)
-    gaps = np.zeros(count, dtype=np.float64)
-    nonfinite: dict[str, np.ndarray] = {}
-    for first, end, columns in runs:
-        screen = _screen(meta, episodes, first, end, columns)
-        suspect[first:end], gaps[first:end] = screen[0], screen[1]
-        for key, counts in screen[2].items():
-            nonfinite.setdefault(key, np.zeros(count, dtype=np.int64))[first:end] = counts
+    screened = None if kept is None else kept_screens.load(kept, count)
+    if screened is None:
+        screened = _screen_all(meta, episodes, runs)
+        if kept is not None:
+            kept_screens.keep(kept, screened)
+    suspect, gaps, nonfinite = screened
     for i in np.flatnonzero(suspect).tolist():
         check_rows(meta, episodes[i], arrays_of(i), None)  # raises for a wrong episode (the screen only suspects)
     if frame_pairing == "row":
@@ -63,6 +64,20 @@ def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iter
     for n in nonfinite.values():
         with_nonfinite |= n > 0
     report_nonfinite(meta.source.url, counts, _indices(episodes)[with_nonfinite].tolist(), strict)
+
+
+def _screen_all(meta, episodes, runs: Iterable[Run]) -> kept_screens.Screened:
+    """`_screen` over every run of the selection, gathered per episode."""
+    count = len(episodes)
+    suspect = np.zeros(count, dtype=bool)
+    gaps = np.zeros(count, dtype=np.float64)
+    nonfinite: dict[str, np.ndarray] = {}
+    for first, end, columns in runs:
+        screen = _screen(meta, episodes, first, end, columns)
+        suspect[first:end], gaps[first:end] = screen[0], screen[1]
+        for key, counts in screen[2].items():
+            nonfinite.setdefault(key, np.zeros(count, dtype=np.int64))[first:end] = counts
+    return suspect, gaps, nonfinite
 
 
 def _indices(episodes) -> np.ndarray:

@@ -13,6 +13,7 @@ from dl.contracts.resume import ResumePosition
 from dl.contracts.units import parse_bytes
 from dl.dataloader.resume import config_hash
 from dl.dataloader.world import resolve_ranks
+from dl.format.kept_screens import screen_path
 from dl.format.locate import locate_all
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
@@ -80,7 +81,7 @@ class MapDataset(torch.utils.data.Dataset):
         locate_all(meta, self.episodes)  # one warning for episodes meta/episodes places in the wrong data file
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys + meta.image_keys, limit)
         check_selection(meta, self.episodes, self.store.arrays, self.store.runs(keys), config.tolerance_s,
-                        config.strict, config.frame_pairing)
+                        config.strict, config.frame_pairing, screen_path(meta, self.episodes, self.store.path))
         self.starts = self.store.starts
         self.sampler = EpochSampler(len(self), self.rank, self.world_size, config.seed)
 
