@@ -113,31 +113,21 @@ def _screen(meta, episodes, first: int, end: int, columns: dict) -> tuple[np.nda
 def _off_rate(ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
     """(bool [E] episodes of more than 2 rows whose median timestamp spacing is not > 0, bool [E] those whose median
     spacing is not 1/fps within `RATE_SLACK`): `check_episode_rows`'s tests, with each episode's median of its
-    row-to-row differences. An episode whose every spacing is > 0 and 1/fps within `RATE_SLACK` has its median
-    there too: only the others' spacings are sorted for their medians."""
+    row-to-row differences."""
     same = seg[1:] == seg[:-1]
     diffs, owner = np.diff(ts)[same], seg[1:][same]
+    order = np.lexsort((diffs, owner))
+    diffs = diffs[order]
     counts = np.maximum(lengths - 1, 0)
-    nonempty = np.flatnonzero(counts > 0)
-    fine = np.zeros(len(lengths), dtype=bool)
-    if len(nonempty):
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
-        low, high = np.minimum.reduceat(diffs, starts), np.maximum.reduceat(diffs, starts)
-        with np.errstate(invalid="ignore"):
-            fine[nonempty] = (low > 0) & (np.abs(low * fps - 1) <= RATE_SLACK) & (np.abs(high * fps - 1) <= RATE_SLACK)
-    doubt = np.flatnonzero((lengths > 2) & ~fine)
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    checked = np.flatnonzero(lengths > 2)
+    lo = diffs[start[checked] + (counts[checked] - 1) // 2]
+    hi = diffs[start[checked] + counts[checked] // 2]
+    spacing = (lo + hi) / 2
     unordered, off = np.zeros(len(lengths), dtype=bool), np.zeros(len(lengths), dtype=bool)
-    if len(doubt):
-        keep = np.zeros(len(lengths), dtype=bool)
-        keep[doubt] = True
-        keep = keep[owner]
-        diffs = diffs[keep][np.lexsort((diffs[keep], owner[keep]))]
-        doubt_counts = counts[doubt]
-        start = np.concatenate([[0], np.cumsum(doubt_counts)[:-1]])
-        spacing = (diffs[start + (doubt_counts - 1) // 2] + diffs[start + doubt_counts // 2]) / 2
-        with np.errstate(invalid="ignore"):
-            unordered[doubt] = ~(spacing > 0)
-            off[doubt] = ~(spacing > 0) | (np.abs(spacing * fps - 1) > RATE_SLACK)
+    with np.errstate(invalid="ignore"):
+        unordered[checked] = ~(spacing > 0)
+        off[checked] = ~(spacing > 0) | (np.abs(spacing * fps - 1) > RATE_SLACK)
     return unordered, off
 
 
