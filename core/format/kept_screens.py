@@ -5,8 +5,8 @@ large selection is then reading one small file instead of a pass over every row.
 A kept screen is found by a digest of everything the screen reads: the rows (named by the map loader's tabular
 store, itself keyed by the data files' fingerprints and each episode's index, length, first index and file), the
 fps, features and task tables of the metadata, each selected episode's camera spans and the fingerprints of their
-video files (whose frame times the screen compares the rows with), and `SCREEN_VERSION`. Anything else changed
-gives another digest, and the screen runs again. Written under a temporary name and renamed (concurrent writers
+video files (whose frame times the screen compares the rows with), `RATE_SLACK` and `SCREEN_VERSION`. Anything
+else changed gives another digest, and the screen runs again. Written under a temporary name and renamed (concurrent writers
 are safe); the folder is kept under `LIMIT_BYTES`, least recently used first.
 """
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from ..kits import lru_folder
 from ..kits.paths import cache_dir
+from .timestamp_checks import RATE_SLACK
 
 SCREEN_VERSION = 1
 """Part of every kept screen's digest: raised when what the screen computes changes."""
@@ -33,7 +34,7 @@ def screen_path(meta, episodes, rows: str) -> Path:
     """Where the screen of `episodes` (an `EpisodeSelection`) over the rows named `rows` (the tabular store's file)
     is kept."""
     columns, positions = episodes.columns, episodes.positions
-    digest = hashlib.sha256(json.dumps([SCREEN_VERSION, rows, meta.fps, meta.features, sorted(meta.tasks),
+    digest = hashlib.sha256(json.dumps([SCREEN_VERSION, RATE_SLACK, rows, meta.fps, meta.features, sorted(meta.tasks),
                                         sorted(meta.subtasks), meta.video_keys], default=str).encode())
     for key in meta.video_keys:
         files = columns.video_file[key][positions]
