@@ -6,8 +6,8 @@ A kept screen is found by a digest of everything the screen reads: the rows (nam
 store, itself keyed by the data files' fingerprints and each episode's index, length, first index and file), the
 fps, features and task tables of the metadata, each selected episode's camera spans and the fingerprints of their
 video files (whose frame times the screen compares the rows with), `RATE_SLACK` and `SCREEN_VERSION`. Anything
-else changed gives another digest, and the screen runs again. Written under a temporary name and renamed (concurrent writers
-are safe); the folder is kept under `LIMIT_BYTES`, least recently used first.
+else changed gives another digest, and the screen runs again. Written under a temporary name and renamed
+(concurrent writers are safe); the folder is kept under `LIMIT_BYTES`, least recently used first.
 """
 
 import hashlib
