@@ -33,8 +33,9 @@ class MapDataset(torch.utils.data.Dataset):
     the same order `LeRobotDataset(episodes=...)` uses, so `ds[i]` equals LeRobot's `ds[i]`. Tabular rows (and
     the encoded images of image features) live in a memory-mapped Arrow file (see `ArrowEpisodeStore`), every row
     checked when the loader is built (`dl.format.selection_checks.check_selection`: the largest timestamp gap over the
-    selection against `tolerance_s`, NaN/inf counted into one warning); frames are decoded per sample by the
-    decoder plugin, all of one camera's timestamps in one call.
+    selection against `tolerance_s`, NaN/inf counted into one warning; its per-episode results kept in dl's cache
+    folder for a later open of the same rows and files, `dl.format.kept_screens`); frames are decoded per sample by
+    the decoder plugin, all of one camera's timestamps in one call.
 
     Order: `sampler` (an `EpochSampler`, given to the DataLoader by `dl.make_dataloader`) permutes every
     position per (seed, epoch) and deals rank `r` every `world_size`-th one, so ranks are disjoint and
