@@ -53,6 +53,8 @@ class FrameTimes:
             SourceFileNotFoundError, dl.kits.remote.retry.RemoteReadError: a read fails.
         """
         todo = sorted({p for p in paths if p not in self.times and p not in self.unindexed})
+        if not todo:  # `of` asks once per episode: nothing to look up
+            return
         folder = cache_dir("frame_times")
         kept = {path: _kept_path(meta, path, folder) for path in todo}
         for path in todo:
