@@ -5,6 +5,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .options import plugin_options
@@ -46,16 +47,16 @@ def diagnose(root, repo_id, source, source_option, decoder, decoder_option, epis
 
 def _render(found, console: Console) -> None:
     versions = ", ".join(f"{k} {v}" for k, v in found.versions.items() if v)
-    console.print(f"[bold]versions[/] {versions}", highlight=False)
+    console.print(f"[bold]versions[/] {escape(versions)}", highlight=False)
     table = Table(title="decode path", header_style="bold")
     for column in ("step", "", "found"):
         table.add_column(column, overflow="fold")
     for step in found.steps:
-        table.add_row(step.name, "[green]ok[/]" if step.ok else "[red]failed[/]", step.detail)
+        table.add_row(escape(step.name), "[green]ok[/]" if step.ok else "[red]failed[/]", escape(step.detail))
     console.print(table)
     colour = "green" if found.ok else "red"
-    console.print(f"[bold {colour}]verdict[/] {found.verdict}", highlight=False)
+    console.print(f"[bold {colour}]verdict[/] {escape(found.verdict)}", highlight=False)
     if found.not_checked:
-        console.print(f"[bold]not checked[/] {found.not_checked}", highlight=False)
+        console.print(f"[bold]not checked[/] {escape(found.not_checked)}", highlight=False)
     for line in found.advice:
-        console.print(f"[bold yellow]GPU[/] {line}", highlight=False)
+        console.print(f"[bold yellow]GPU[/] {escape(line)}", highlight=False)

@@ -3,6 +3,7 @@ timestamps are served."""
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .options import plugin_options
@@ -32,19 +33,19 @@ def info(root, source, source_option, decoder, tolerance_s):
     missing = meta.missing_files(episodes)
     broken = sorted({e for eps in missing.values() for e in eps})
     console = Console()
-    console.print(f"[bold]{src.url}[/]  LeRobot {meta.info['codebase_version']}, robot "
-                  f"{meta.info.get('robot_type')}", highlight=False)
+    console.print(f"[bold]{escape(src.url)}[/]  LeRobot {escape(str(meta.info['codebase_version']))}, robot "
+                  f"{escape(str(meta.info.get('robot_type')))}", highlight=False)
     total = meta.info.get("total_episodes")
     stale = f" (meta/info.json says {total})" if isinstance(total, int) and total != len(episodes) else ""
     console.print(f"{len(episodes)} episodes{stale}, {meta.total_frames} frames at {meta.fps} fps "
-                  f"({meta.total_frames / meta.fps / 60:.1f} min), {len(meta.tasks)} task(s)")
+                  f"({meta.total_frames / meta.fps / 60:.1f} min), {len(meta.tasks)} task(s)", markup=False)
     features = Table(title="features")
     for column in ("key", "dtype", "shape", "served"):
         features.add_column(column)
     for key, feature in meta.features.items():
-        served = (f"[yellow]no: {meta.left_out[key]}[/]" if key in meta.left_out else
+        served = (f"[yellow]no: {escape(meta.left_out[key])}[/]" if key in meta.left_out else
                   f"yes: {meta.depth[key].describe()}, float32 [1, H, W]" if key in meta.depth else "yes")
-        features.add_row(key, str(feature.get("dtype")), str(feature.get("shape")), served)
+        features.add_row(escape(key), escape(str(feature.get("dtype"))), escape(str(feature.get("shape"))), served)
     console.print(features)
     cameras = Table(title="cameras")
     for column in ("key", "stored as", "codec (info.json)", "codec (stream)", "size", "files"):
@@ -56,10 +57,10 @@ def info(root, source, source_option, decoder, tolerance_s):
         claimed = meta.info_codec(key)
         codec = "-" if stream is None else stream["codec"]
         if stream and claimed and not codec_matches(claimed, codec):
-            codec = f"[yellow]{codec} (info.json disagrees: the stream is what gets decoded)[/]"
+            codec = f"[yellow]{escape(codec)} (info.json disagrees: the stream is what gets decoded)[/]"
         size = "-" if stream is None else f"{stream['width']}x{stream['height']}"
         kind = "video (depth, 12-bit codes)" if key in meta.depth else "video"
-        cameras.add_row(key, kind, str(claimed), codec, size, f"{len(present)}/{len(files)}")
+        cameras.add_row(escape(key), kind, escape(str(claimed)), codec, size, f"{len(present)}/{len(files)}")
     for key in meta.image_keys:
         cameras.add_row(key, "images in the data files", "-", "-", "x".join(map(str, meta.features[key]["shape"])),
                         "-")
@@ -72,7 +73,7 @@ def info(root, source, source_option, decoder, tolerance_s):
     if missing:
         console.print(f"[red]{len(missing)} missing file(s)[/], needed by episode(s) {format_indices(broken)}:")
         for path in missing:
-            console.print(f"  {path}", highlight=False)
+            console.print(f"  {path}", highlight=False, markup=False)
         ok = sorted(set(meta.episodes) - set(broken) - set(meta.problems))
         console.print(f"episodes with all files: [green]--episodes {format_indices(ok)}[/]", highlight=False)
     else:

@@ -115,7 +115,8 @@ def describe_calibration(result: dict) -> str:
     by = calibration["by"].removesuffix("_frames_per_s")
     parts = [f"{name} {r[calibration['by']]}" if "unavailable" not in r else f"{name} unavailable ({r['unavailable']})"
              for name, r in calibration["decoders"].items()]
-    return f"[bold]--decoder auto[/] chose {calibration['chosen']} by {by} frames/s per process: {'; '.join(parts)}"
+    return (f"[bold]--decoder auto[/] chose {escape(str(calibration['chosen']))} by {by} frames/s per process: "
+            f"{escape('; '.join(parts))}")
 
 
 def codec_fixes(calibration: dict) -> list[str]:
@@ -146,11 +147,12 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
     its name when it is the only one, else #1, #2... named above), then failed runs with their cause."""
     ok = [r for r in results if r.get("status") == "ok"]
     if ok:
-        console.print(f"[bold]dataset:[/] {describe_dataset(ok[0], default_dataset)}", highlight=False)
+        console.print(f"[bold]dataset:[/] {escape(describe_dataset(ok[0], default_dataset))}", highlight=False)
         labels = [r["name"] for r in ok] if len(ok) == 1 else [f"#{i}" for i in range(1, len(ok) + 1)]
         for label, result in zip(labels, ok, strict=True):
-            head = f"[bold]{result['name']}[/]" if len(ok) == 1 else f"[bold]{label}[/] {result['name']}"
-            console.print(f"{head}: {describe_run(result)}", highlight=False)
+            head = (f"[bold]{escape(result['name'])}[/]" if len(ok) == 1
+                    else f"[bold]{label}[/] {escape(result['name'])}")
+            console.print(f"{head}: {escape(describe_run(result))}", highlight=False)
         for line in dict.fromkeys(describe_calibration(r) for r in ok if r.get("decoder_calibration")):
             console.print(line, highlight=False, soft_wrap=True)
         for line in dict.fromkeys(f for r in ok if r.get("decoder_calibration") for f in

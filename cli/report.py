@@ -161,10 +161,10 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
         writer = csv.DictWriter(f, fieldnames=headers)
         writer.writeheader()
         writer.writerows(lines)
-    console.print(f"summary: {target / 'summary.csv'}", highlight=False)
+    console.print(f"summary: {target / 'summary.csv'}", highlight=False, markup=False)
     if plot:
         from dl.bench.plot import plot_comparison, plot_throughput
 
         for made in (plot_comparison(rows, target / "comparison.png"),
                      plot_throughput(rows, target / "throughput.png")):
-            console.print(f"plot: {made}", highlight=False)
+            console.print(f"plot: {made}", highlight=False, markup=False)

@@ -205,7 +205,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
         if scheduler.queues and not wait:
             render_statuses(submission, scheduler.status(submission), console)
             console.print(f"submitted {len(specs)} run(s); follow with: dl status {out_dir} (--wait), stop with: "
-                          f"dl cancel {out_dir}", highlight=False, soft_wrap=True)
+                          f"dl cancel {out_dir}", highlight=False, soft_wrap=True, markup=False)
             return
         statuses = (follow(scheduler, submission, console, poll_s=5.0) if scheduler.queues
                     else scheduler.wait(submission))
@@ -215,7 +215,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     render_results(results, console, default_dataset=default_dataset)
     written = sum(Path(out_dir, f"{r['name']}.json").is_file() for r in results)
     console.print(f"results: {written} JSON file(s) written to {out_dir}/; {out_dir / 'results.csv'} lists all "
-                  f"{in_folder} result(s) in that folder.", highlight=False)
+                  f"{in_folder} result(s) in that folder.", highlight=False, markup=False)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
 
@@ -307,6 +307,6 @@ def _default_root(console: Console) -> Path:
     if (default_dataset_root() / "meta" / "info.json").is_file():
         return default_dataset_root()
     console.print(f"generating dl's embedded default dataset into {default_dataset_root()} (once)", highlight=False,
-                  soft_wrap=True)
+                  soft_wrap=True, markup=False)
     with rich_progress("default dataset", console) as progress:
         return ensure_default_dataset(progress=lambda done, total: progress("encoding episodes", done, total))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 STATE_STYLE = {"pending": "yellow", "running": "cyan", "done": "green", "failed": "bold red", "cancelled": "magenta"}
@@ -26,15 +27,17 @@ def render_statuses(submission, statuses, console: Console, log_lines: int = 15)
         table.add_column(column, overflow="fold")
     for run, status in zip(submission.runs, statuses, strict=True):
         written = sum(Path(p).is_file() for p in run.result_paths)
-        table.add_row(run.name, status.job_id or "-", f"[{STATE_STYLE.get(status.state, '')}]{status.state}[/]",
-                      "-" if status.exit_code is None else str(status.exit_code), status.detail or "",
-                      status.log_path or "-",
-                      f"{written}/{len(run.result_paths)} in {Path(run.result_paths[0]).parent}")
+        table.add_row(escape(run.name), escape(status.job_id or "-"),
+                      f"[{STATE_STYLE.get(status.state, '')}]{status.state}[/]",
+                      "-" if status.exit_code is None else str(status.exit_code), escape(status.detail or ""),
+                      escape(str(status.log_path or "-")),
+                      escape(f"{written}/{len(run.result_paths)} in {Path(run.result_paths[0]).parent}"))
     console.print(table)
     for status in statuses:
         tail = log_tail(status.log_path, log_lines) if status.state == "failed" else ""
         if tail:
-            console.print(f"[bold red]{status.name}[/] failed; last lines of {status.log_path}:", highlight=False)
+            console.print(f"[bold red]{escape(status.name)}[/] failed; last lines of {escape(str(status.log_path))}:",
+                          highlight=False)
             console.print(tail, markup=False, highlight=False)
 
 
@@ -49,7 +52,7 @@ def follow(scheduler, submission, console: Console, poll_s: float) -> list:
             if seen.get(status.name) != status.state:
                 seen[status.name] = status.state
                 job = f" (job {status.job_id})" if status.job_id else ""
-                console.print(f"{time.strftime('%H:%M:%S')} {status.name}{job}: "
+                console.print(f"{time.strftime('%H:%M:%S')} {escape(status.name + job)}: "
                               f"[{STATE_STYLE.get(status.state, '')}]{status.state}[/]", highlight=False)
         if all(s.state in FINAL_STATES for s in statuses):
             return statuses
@@ -86,12 +89,12 @@ def status(out_dir, wait, poll_s, log_lines):
     statuses = follow(scheduler, submission, console, poll_s) if wait else scheduler.status(submission)
     render_statuses(submission, statuses, console, log_lines)
     if not all(s.state in FINAL_STATES for s in statuses):
-        console.print(f"still running; follow with: dl status {out_dir} --wait", highlight=False)
+        console.print(f"still running; follow with: dl status {out_dir} --wait", highlight=False, markup=False)
         return
     results, in_folder = finish(submission, statuses, Path(out_dir))
     render_results(results, console)
     console.print(f"results: {Path(out_dir) / 'results.csv'} lists all {in_folder} result(s) in {out_dir}/",
-                  highlight=False, soft_wrap=True)
+                  highlight=False, soft_wrap=True, markup=False)
     if any(r.get("status") != "ok" for r in results):
         sys.exit(1)
 

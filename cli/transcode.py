@@ -84,7 +84,7 @@ def transcode(src, dst, codec, gop, crf, preset, pix_fmt, bframes, min_psnr, tol
     console = Console(stderr=True)
     meta = open_dataset(root, source, given)
     console.print(f"transcoding {meta.source.url} -> {Path(dst).absolute()}: {options.describe()}", highlight=False,
-                  soft_wrap=True)
+                  soft_wrap=True, markup=False)
     from dl.bench.progress import rich_progress
     from dl.bench.signals import Terminated
 
@@ -95,7 +95,7 @@ def transcode(src, dst, codec, gop, crf, preset, pix_fmt, bframes, min_psnr, tol
         except (KeyboardInterrupt, Terminated):
             kept = len(transcoder.state.files) if transcoder.state else 0
             console.print(f"interrupted: {kept} video file(s) re-encoded and verified are kept in {dst}; run the "
-                          "same command to continue.", highlight=False, soft_wrap=True)
+                          "same command to continue.", highlight=False, soft_wrap=True, markup=False)
             raise
     _summary(record, dst, Console())
 
@@ -118,4 +118,4 @@ def _summary(record: dict, dst: str, console: Console) -> None:
         table.add_row("missing in the source (left missing)", str(len(record["missing_in_source"])))
     console.print(table)
     console.print(f"done: {dst} (how it was made: {dst}/meta/dl_transcode.json). Try it: dl run --root {dst}",
-                  highlight=False, soft_wrap=True)
+                  highlight=False, soft_wrap=True, markup=False)

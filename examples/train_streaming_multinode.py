@@ -268,6 +268,8 @@ def main(argv=None) -> int:
     if args.sample_log:
         args.sample_log.mkdir(parents=True, exist_ok=True)
     code = Trainer(args, accelerator, stop).run()
+    for sig in STOP_SIGNALS:  # nothing left to stop; and as Python exits it restores the default action (death,
+        signal.signal(sig, signal.SIG_IGN)  # and a FAILED job) for caught signals, but leaves ignored ones ignored
     accelerator.end_training()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()

@@ -6,6 +6,7 @@ file, episode and fix where it does not, and `dl validate` finds exactly what th
 Every row's frame was recorded with it (its index code is the row's index), so the truth is the row's own frame;
 whether a case's frames really lie off the grid is read from the file by ffprobe, not from the generator."""
 
+import shutil
 import subprocess
 import types
 from pathlib import Path
@@ -170,6 +171,24 @@ def test_row_pairing_refuses_a_span_without_one_frame_per_row():
         "or leave the episode out.")
     check_pairing("file:///ds/data/file-000.parquet", meta, EpisodeMeta(
         0, 10, 0, 10, "data/file-000.parquet", {"cam": VideoSpan("videos/cam.mp4", 0.0, 10 / 30)}, ("task",)))
+
+
+def test_frame_times_are_kept_per_file_and_read_again_when_the_file_changes(dataset_factory, tmp_path):
+    root = tmp_path / "ds"
+    shutil.copytree(dataset_factory(**{**CASE, **SERVED["concatenated"]}), root)
+    rel = str(first_file(root).relative_to(root))
+    meta = open_dataset(str(root))
+    np.testing.assert_allclose(meta.frame_times.of(meta, rel), frame_times(first_file(root)), atol=1e-6)
+    kept = list((tmp_path / "dl-cache" / "frame_times").iterdir())
+    assert len(kept) == 1
+    times_plus_one = np.fromfile(kept[0]) + 1.0
+    times_plus_one.tofile(kept[0])  # a later open reads the kept times, not the file's index
+    meta = open_dataset(str(root))
+    np.testing.assert_array_equal(meta.frame_times.of(meta, rel), times_plus_one)
+    shutil.copyfile(root / "videos" / CAM / "chunk-000" / "file-001.mp4", first_file(root))  # the file changes
+    meta = open_dataset(str(root))
+    np.testing.assert_allclose(meta.frame_times.of(meta, rel), frame_times(first_file(root)), atol=1e-6)
+    assert len(list((tmp_path / "dl-cache" / "frame_times").iterdir())) == 2
 
 
 CONVERTED = Path(__file__).parent / "fixtures" / "lerobot_converted_drift"

@@ -130,3 +130,17 @@ def test_merge_of_a_failed_rank_is_failed():
                                  {"name": "run-rank1", "status": "failed", "error": "boom"}])
     assert merged["status"] == "failed" and merged["error"] == "run-rank1: boom"
 
+
+
+def test_status_table_prints_a_detail_with_brackets_as_written(tmp_path):
+    from rich.console import Console
+
+    from dl.cli.status import render_statuses
+    from dl.contracts.scheduler import RunStatus
+
+    runs = plan_runs([RunSpec(root="/data", name="run[1]")], tmp_path)
+    console = Console(record=True, width=300)
+    detail = "killed: frames [height, width] expected"
+    render_statuses(Submission("local", runs), [RunStatus("run[1]", "failed", 1, detail=detail)], console)
+    text = console.export_text()
+    assert detail in text and "run[1]" in text

@@ -26,7 +26,8 @@ SHIFTS = (0.0, 0.02, 0.04, 0.07, 0.15)
 """Timestamp shifts in s (0.4, 0.7, 1.5 frames at 10 fps...), around the tolerances drawn."""
 TAILS = (0.0, 0.0037, 0.021)
 """How far (s) a recording runs past its last frame: the next episode's frames start that much after the grid."""
-FAULTS = ("none",) * 6 + ("shift",) * 3 + ("nan_state", "owner", "frame_index", "nan_timestamp", "rate", "task")
+FAULTS = ("none",) * 6 + ("shift",) * 3 + ("nan_state", "owner", "frame_index", "nan_timestamp", "rate", "task",
+                                           "jitter")
 
 
 def episode(index: int, length: int, start: float, cameras: int, speed: int = 1) -> EpisodeMeta:
@@ -47,6 +48,8 @@ def rows(ep: EpisodeMeta, fault: str, shift: float) -> dict:
         out["timestamp"][-1] = np.nan
     elif fault == "rate" and n > 2:
         out["timestamp"] = np.arange(n) / (2 * FPS)
+    elif fault == "jitter":  # one row late by 0.4 frames: two spacings off the rate, the median on it
+        out["timestamp"][n // 2] += 0.4 / FPS
     elif fault == "task":
         out["task_index"][0] = 7
     elif fault == "shift":

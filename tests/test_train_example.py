@@ -123,6 +123,30 @@ def test_a_stop_signal_while_the_script_starts_up_stops_it_at_the_first_step(dat
     assert (ckpt / "latest").read_text().strip() == "step-00000001"
 
 
+SIGNAL_AS_IT_EXITS = """
+import atexit, os, runpy, subprocess, sys
+
+# SLURM's warning signal, again and again from the moment the script starts to exit until it is gone (60 s at most)
+atexit.register(lambda: subprocess.Popen(
+    ["timeout", "60", "sh", "-c", f"while kill -USR1 {{os.getpid()}} 2>/dev/null; do :; done"],
+    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+sys.argv = [{example!r}, *{args!r}]
+runpy.run_path({example!r}, run_name="__main__")
+"""
+
+
+def test_a_stop_signal_as_the_script_exits_does_not_fail_it(dataset_factory, tmp_path):
+    """A SIGUSR1 that comes after the run is done, while Python shuts down, is ignored: Python's exit puts back
+    the default action (death: a SLURM job marked FAILED) for a caught signal, not for an ignored one."""
+    root = dataset_factory(**TABULAR)
+    args = ["--root", str(root), "--checkpoint-dir", str(tmp_path / "ckpt"), "--dummy", "--num-workers", "0",
+            "--batch-size", "4", "--episode-pool-size", "2", "--max-steps", "2"]
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AS_IT_EXITS.format(example=str(EXAMPLE), args=args)],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert (tmp_path / "ckpt" / "latest").read_text().strip() == "step-00000002"
+
+
 PREEMPTED_JOB = """#!/bin/sh
 #SBATCH --job-name=dl-train-preempt
 #SBATCH --output={log}
@@ -162,7 +186,8 @@ def test_a_job_cut_by_its_time_limit_continues_from_its_checkpoint(cluster, data
         subprocess.run(["scancel", job_id])
         pytest.fail(f"the job did not complete in 300 s: {state}\n{log.read_text() if log.exists() else ''}")
     text = log.read_text()
-    assert state["JobState"] == "COMPLETED", text
+    assert state["JobState"] == "COMPLETED", (f"{state.get('JobState')} exit {state.get('ExitCode')} "
+                                              f"({state.get('Reason')})\n{text}\n{cluster.logs()}")
     assert int(state["Restarts"]) >= 1, text  # it was cut and requeued at least once
     assert "stopping at step" in text and "on SIGUSR1" in text and "requeue job" in text and "resumed from" in text
     attempts = steps(samples)[0]

@@ -8,18 +8,31 @@ cameras, variable frame rates, edit lists and B-frames all put frames off a 1/fp
 
 `FrameTimes` holds the times of every file read so far; the process that builds a loader reads those of its
 selection once (`FrameTimes.load`, a few ranged reads per file, threaded), and the times travel to workers and
-ranks with the dataset's metadata (`DatasetMeta.frame_times`). A file the index reader cannot read (fragmented,
-Matroska) has no times: its rows are checked against the decoded frames only, when they are decoded.
+ranks with the dataset's metadata (`DatasetMeta.frame_times`). Each file's times are kept in dl's cache folder
+(`frame_times/`, keyed by the source, the file and its fingerprint: size plus content hash or modification time),
+so a later run reads one small file instead of the video's index. A file the index reader cannot read
+(fragmented, Matroska) has no times: its rows are checked against the decoded frames only, when they are decoded.
 """
 
+import hashlib
+import json
+import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
+from ..kits import lru_folder
 from ..kits.mp4_index import Mp4IndexError, read_index
+from ..kits.paths import cache_dir
 
 INDEX_THREADS = 16
 """Files indexed at once by `FrameTimes.load` (each costs one or two reads)."""
+CACHE_LIMIT_BYTES = 1 << 30
+"""dl's cache folder `frame_times/` is kept under this size, least recently used files deleted first."""
+CACHE_VERSION = 1
+"""Part of every kept file's key: raised when what is kept changes meaning."""
+SUFFIX = ".f64"
 
 
 class FrameTimes:
@@ -31,27 +44,37 @@ class FrameTimes:
         self.unindexed: dict[str, str] = {}
 
     def load(self, meta, paths) -> None:
-        """Read the times of each of `paths` (relative video paths of `meta`'s dataset) not read yet, from its
-        MP4 index: one after another from a local source (threads would only contend for the GIL), `INDEX_THREADS`
-        at once from a remote one (each read waits on the network). A file the index reader refuses is recorded
-        in `unindexed`.
+        """Get the times of each of `paths` (relative video paths of `meta`'s dataset) not got yet: from dl's cache
+        folder, else from the file's MP4 index, one file after another from a local source (threads would only
+        contend for the GIL), `INDEX_THREADS` at once from a remote one (each read waits on the network). A file
+        the index reader refuses is recorded in `unindexed`.
 
         Raises:
             SourceFileNotFoundError, dl.kits.remote.retry.RemoteReadError: a read fails.
         """
         todo = sorted({p for p in paths if p not in self.times and p not in self.unindexed})
+        if not todo:  # `of` asks once per episode: nothing to look up
+            return
+        folder = cache_dir("frame_times")
+        kept = {path: _kept_path(meta, path, folder) for path in todo}
+        for path in todo:
+            times = _load_kept(kept[path])
+            if times is not None:
+                self.times[path] = times
+        todo = [p for p in todo if p not in self.times]
         if not todo:
             return
         if len(todo) == 1 or meta.source.is_local:
-            found = [_read_times(meta, path) for path in todo]
+            found = [_read_times(meta, path, kept[path]) for path in todo]
         else:
             with ThreadPoolExecutor(min(INDEX_THREADS, len(todo)), thread_name_prefix="dl-frame-times") as pool:
-                found = list(pool.map(lambda p: _read_times(meta, p), todo))
+                found = list(pool.map(lambda p: _read_times(meta, p, kept[p]), todo))
         for path, times in zip(todo, found, strict=True):
             if isinstance(times, str):
                 self.unindexed[path] = times
             else:
                 self.times[path] = times
+        lru_folder.evict(folder, SUFFIX, CACHE_LIMIT_BYTES, keep="")
 
     def of(self, meta, path: str) -> np.ndarray | None:
         """The frame times of video file `path` (read now when this process has not got them), or None when the
@@ -74,17 +97,46 @@ def load_selection(meta, episodes) -> None:
     meta.frame_times.load(meta, paths)
 
 
-def _read_times(meta, path: str) -> np.ndarray | str:
-    size = meta.files.get(path)
-    if size is None:
+def _kept_path(meta, path: str, folder: Path) -> Path | None:
+    """Where `folder` (dl's cache folder `frame_times/`) keeps `path`'s frame times, or None for a file the dataset
+    does not list."""
+    if path not in meta.files:
+        return None
+    key = json.dumps([CACHE_VERSION, meta.source.url, path, meta.source.fingerprint(path)])
+    return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}{SUFFIX}"
+
+
+def _load_kept(kept: Path | None) -> np.ndarray | None:
+    """The frame times kept at `kept` (float64, raw), or None when none are (not read yet, or evicted)."""
+    if kept is None:
+        return None
+    try:
+        times = np.fromfile(kept, dtype=np.float64)
+    except OSError:  # not there (or not readable): the index is read
+        return None
+    lru_folder.touch(kept)
+    return times
+
+
+def _read_times(meta, path: str, kept: Path | None) -> np.ndarray | str:
+    """`path`'s frame times from its MP4 index, then kept at `kept` (written under a temporary name and renamed),
+    or why the file has none."""
+    if kept is None:
         return f"{path} is not listed in the dataset's files"
     try:
-        index = read_index(lambda start, end: meta.source.read_bytes(path, start, end), size,
+        index = read_index(lambda start, end: meta.source.read_bytes(path, start, end), meta.files[path],
                            f"{meta.source.url}/{path}")
     except Mp4IndexError as exc:
         return str(exc)
     times = np.sort(index.pts_s)
-    return times[times >= 0]  # FFmpeg's mov demuxer drops the samples an edit list starts after
+    times = times[times >= 0]  # FFmpeg's mov demuxer drops the samples an edit list starts after
+    temp = lru_folder.temp_path(kept)
+    try:
+        times.astype(np.float64).tofile(temp)
+        os.replace(temp, kept)
+    except OSError:  # a full or read-only cache folder: the times are read again next time
+        lru_folder.discard(temp)
+    return times
 
 
 def half_spacing(times: np.ndarray) -> float:

@@ -9,13 +9,15 @@ messages are those of the per-episode checks.
 """
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import numpy as np
 
+from . import kept_screens
 from .checks import check_rows, report_nonfinite
 from .episodes import episode_lengths
 from .features import NUMERIC_DTYPES
-from .frame_times import half_spacing, nearest
+from .frame_times import half_spacing, load_selection, nearest
 from .timestamp_checks import RATE_SLACK, check_pairing, check_tolerance
 
 Run = tuple[int, int, dict]
@@ -24,26 +26,26 @@ order (`plugins.map.arrow_store.ArrowEpisodeStore.runs`)."""
 
 
 def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iterable[Run], tolerance_s: float,
-                    strict: bool, frame_pairing: str = "timestamp") -> None:
+                    strict: bool, frame_pairing: str = "timestamp", kept: Path | None = None) -> None:
     """`check_rows` over a whole selection (`episodes`, a sequence of `EpisodeMeta`; `arrays_of(i)` the i-th one's
     arrays; `runs` the same rows many episodes at a time), as a loader holding every row runs it up front: the first
     wrong episode is refused, timestamps the tolerance would not serve are refused naming the largest gap over the
     selection (with `frame_pairing="row"`: an episode whose spans do not hold one frame per row), and NaN/inf values
     are counted over the selection into one warning (refused with `strict`). The files' frame times are read here,
-    once (`DatasetMeta.frame_times`).
+    once (`DatasetMeta.frame_times`). `kept`: where the screen's results for these rows are kept
+    (`dl.format.kept_screens.screen_path`): read from there when present, else computed and kept there.
 
     Raises:
         DatasetFormatError, TimestampToleranceError: as `check_rows` and `report_nonfinite`.
     """
+    load_selection(meta, episodes)
     count = len(episodes)
-    suspect = np.zeros(count, dtype=bool)
-    gaps = np.zeros(count, dtype=np.float64)
-    nonfinite: dict[str, np.ndarray] = {}
-    for first, end, columns in runs:
-        screen = _screen(meta, episodes, first, end, columns)
-        suspect[first:end], gaps[first:end] = screen[0], screen[1]
-        for key, counts in screen[2].items():
-            nonfinite.setdefault(key, np.zeros(count, dtype=np.int64))[first:end] = counts
+    screened = None if kept is None else kept_screens.load(kept, count)
+    if screened is None:
+        screened = _screen_all(meta, episodes, runs)
+        if kept is not None:
+            kept_screens.keep(kept, screened)
+    suspect, gaps, nonfinite = screened
     for i in np.flatnonzero(suspect).tolist():
         check_rows(meta, episodes[i], arrays_of(i), None)  # raises for a wrong episode (the screen only suspects)
     if frame_pairing == "row":
@@ -62,6 +64,20 @@ def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iter
     for n in nonfinite.values():
         with_nonfinite |= n > 0
     report_nonfinite(meta.source.url, counts, _indices(episodes)[with_nonfinite].tolist(), strict)
+
+
+def _screen_all(meta, episodes, runs: Iterable[Run]) -> kept_screens.Screened:
+    """`_screen` over every run of the selection, gathered per episode."""
+    count = len(episodes)
+    suspect = np.zeros(count, dtype=bool)
+    gaps = np.zeros(count, dtype=np.float64)
+    nonfinite: dict[str, np.ndarray] = {}
+    for first, end, columns in runs:
+        screen = _screen(meta, episodes, first, end, columns)
+        suspect[first:end], gaps[first:end] = screen[0], screen[1]
+        for key, counts in screen[2].items():
+            nonfinite.setdefault(key, np.zeros(count, dtype=np.int64))[first:end] = counts
+    return suspect, gaps, nonfinite
 
 
 def _indices(episodes) -> np.ndarray:
@@ -136,7 +152,6 @@ def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> t
             paths = sorted({s.path for s in spans})
             file_of = np.array([paths.index(s.path) for s in spans], dtype=np.int64)
         used = np.unique(file_of)
-        meta.frame_times.load(meta, [paths[f] for f in used.tolist()])
         query = from_ts[seg] + ts
         row_order, row_at = _groups(file_of[seg], used)
         ep_order, ep_at = _groups(file_of, used)
@@ -154,9 +169,13 @@ def _gaps(meta, part, ts: np.ndarray, seg: np.ndarray, lengths: np.ndarray) -> t
             rows = row_order[row_at[g]:row_at[g + 1]]
             if empty.any():  # no frame in the span: the stream checks say so
                 rows = rows[~np.isin(seg[rows], eps[empty])]
+            if not len(rows):
+                continue
+            owner = seg[rows]  # ascending: an episode's rows are consecutive and, per camera, in one file
             with np.errstate(invalid="ignore"):  # a NaN timestamp: its episode is refused by the structure check
-                _, gap = nearest(times, first[seg[rows]], last[seg[rows]], query[rows])
-                np.maximum.at(out, seg[rows], gap)
+                _, gap = nearest(times, first[owner], last[owner], query[rows])
+            starts = np.flatnonzero(np.diff(owner, prepend=-1))
+            out[owner[starts]] = np.maximum(out[owner[starts]], np.maximum.reduceat(gap, starts))
         at_rate &= camera_at_rate
     return out, at_rate
 
@@ -185,8 +204,8 @@ def _nonfinite(features: dict, columns: dict, seg: np.ndarray, n: int) -> dict[s
     for key, values in columns.items():
         if features.get(key, {}).get("dtype") in NUMERIC_DTYPES and np.issubdtype(np.asarray(values).dtype,
                                                                                   np.floating):
-            rows = np.asarray(values).reshape(len(seg), -1)
-            per_row = rows.shape[1] - np.count_nonzero(np.isfinite(rows), axis=1)
-            if per_row.any():
+            finite = np.isfinite(np.asarray(values).reshape(len(seg), -1))
+            if not finite.all():
+                per_row = finite.shape[1] - np.count_nonzero(finite, axis=1)
                 out[key] = np.bincount(seg, weights=per_row, minlength=n).astype(np.int64)
     return out

@@ -8,6 +8,8 @@ info.json's shape when the files agree with each other. Refused: an episode whos
 (a batch cannot hold both; LeRobot fails when it stacks them).
 """
 
+import numpy as np
+
 from ..contracts.decoder import Decoder, codec_matches
 from ..contracts.errors import DatasetFormatError, warn
 from .episodes import episodes_in_file
@@ -74,10 +76,17 @@ def check_file(meta, key: str, path: str, facts: dict, episodes: list, size: tup
             "cannot hold both. Re-encode the file at the camera's size, or leave its episodes out.")
     duration = float(facts["duration_s"] or 0)
     rate = float(facts["average_fps"] or 0) or meta.fps
+    if not duration:
+        return
+    columns, positions = getattr(episodes, "columns", None), getattr(episodes, "positions", None)
+    if columns is not None:  # a selection: the spans' ends as arrays, and only a span past the end as an EpisodeMeta
+        last = columns.from_timestamp[key][positions] + (columns.length[positions] - 1) / rate
+        past = np.flatnonzero(last >= duration + 0.5 / rate)
+        episodes = [episodes[int(past[0])]] if len(past) else []
     for ep in episodes:
         span = ep.videos[key]
         last = span.from_timestamp + (ep.length - 1) / rate
-        if duration and last >= duration + 0.5 / rate:
+        if last >= duration + 0.5 / rate:
             raise DatasetFormatError(
                 f"{where}: lasts {duration:.3f} s, but episode {ep.index} needs frames up to {last:.3f} s "
                 f"(from_timestamp {span.from_timestamp:.3f} s in meta/episodes + {ep.length} frames at {rate:g} fps): "

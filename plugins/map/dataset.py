@@ -14,6 +14,7 @@ from dl.contracts.source import Prefetches
 from dl.contracts.units import parse_bytes
 from dl.dataloader.resume import config_hash
 from dl.dataloader.world import resolve_ranks
+from dl.format.kept_screens import screen_path
 from dl.format.locate import locate_all
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
@@ -33,8 +34,9 @@ class MapDataset(torch.utils.data.Dataset):
     the same order `LeRobotDataset(episodes=...)` uses, so `ds[i]` equals LeRobot's `ds[i]`. Tabular rows (and
     the encoded images of image features) live in a memory-mapped Arrow file (see `ArrowEpisodeStore`), every row
     checked when the loader is built (`dl.format.selection_checks.check_selection`: the largest timestamp gap over the
-    selection against `tolerance_s`, NaN/inf counted into one warning); frames are decoded per sample by the
-    decoder plugin, all of one camera's timestamps in one call.
+    selection against `tolerance_s`, NaN/inf counted into one warning; its per-episode results kept in dl's cache
+    folder for a later open of the same rows and files, `dl.format.kept_screens`); frames are decoded per sample by
+    the decoder plugin, all of one camera's timestamps in one call.
 
     Order: `sampler` (an `EpochSampler`, given to the DataLoader by `dl.make_dataloader`) permutes every
     position per (seed, epoch) and deals rank `r` every `world_size`-th one, so ranks are disjoint and
@@ -80,7 +82,7 @@ class MapDataset(torch.utils.data.Dataset):
         locate_all(meta, self.episodes)  # one warning for episodes meta/episodes places in the wrong data file
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys + meta.image_keys, limit)
         check_selection(meta, self.episodes, self.store.arrays, self.store.runs(keys), config.tolerance_s,
-                        config.strict, config.frame_pairing)
+                        config.strict, config.frame_pairing, screen_path(meta, self.episodes, self.store.path))
         self.starts = self.store.starts
         self.sampler = EpochSampler(len(self), self.rank, self.world_size, config.seed)
 
