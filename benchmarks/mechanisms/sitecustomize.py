@@ -3,8 +3,6 @@ with / without tables (configurations `SOURCE-without-NAME`): that script puts t
 the mechanisms in `DL_BENCH_WITHOUT` (comma-separated), and Python imports this module at start-up. Nothing else
 imports it; dl itself has no such switches.
 
-- `presigned`: `bucket` reads S3 ranges through s3fs (`cat_file`: aiobotocore's `get_object`, in every worker)
-  instead of presigned URLs made on the host (`dl.plugins.remote.bucket.presignable`).
 - `coalescing`: one download per 128 KiB block instead of adjacent blocks of one depth joined up to 1 MiB
   (`dl.kits.remote.prefetch.RUN_BLOCKS`).
 - `read_order`: downloads ordered along each range (its first block first) instead of by the loader's first reads
@@ -24,13 +22,11 @@ WITHOUT = {name for name in os.environ.get("DL_BENCH_WITHOUT", "").split(",") if
 if WITHOUT:
     from dl.kits.remote import prefetch, views
     from dl.kits.remote.source import RemoteSource
-    from dl.plugins.remote import bucket, hub, links
+    from dl.plugins.remote import hub, links
 
-    unknown = WITHOUT - {"presigned", "coalescing", "read_order", "fills", "cdn_links"}
+    unknown = WITHOUT - {"coalescing", "read_order", "fills", "cdn_links"}
     if unknown:
         raise SystemExit(f"DL_BENCH_WITHOUT names unknown mechanisms: {sorted(unknown)}")
-    if "presigned" in WITHOUT:
-        bucket.presignable = lambda fs: False
     if "coalescing" in WITHOUT:
         prefetch.RUN_BLOCKS = 1
     if "read_order" in WITHOUT:

@@ -1,92 +1,28 @@
 """Source `bucket`: a LeRobot v3.0 dataset under any fsspec URL (`s3://`, `gs://`, `hf://buckets/...`, `file://`...),
 optionally with its metadata on the Hub (as LeRobot's streaming benchmark keeps it: `--data-files-root`). Storage
 options go to the bulk files' filesystem as given (`--storage-option KEY=VALUE`). On S3 the library's own retries
-are off (s3fs's `retries` 1, botocore `total_max_attempts=1` unless given): every retry is dl's, counted. An S3 range
-is a GET of the object's presigned URL through httpx (`dl.plugins.remote.links`), signed where the run is prepared
-and carried to the DataLoader workers: no S3 client there unless a URL is refused or old (then signed again).
+are off (s3fs's `retries` 1, botocore `total_max_attempts=1` unless given): every retry is dl's, counted.
 """
-
-import os
-import time
-from collections.abc import Iterator
 
 import fsspec
 
 from dl.contracts.errors import DlError
 from dl.contracts.hookspecs import hookimpl
-from dl.contracts.source import FileSpan
 from dl.kits.remote.source import RemoteSource
 
 from .hub import hub_filesystem, parse_repo, resolve_revision, trust_commit
-from .links import TIMEOUT_S, Links
 from .options import DEFAULT_CACHE_BYTES, remote_options
-
-EXPIRES_S = 12 * 3600
-"""A presigned URL's lifetime in seconds (signed again when refused, e.g. its credentials expired, or 10 min before)."""
 
 
 class BucketSource(RemoteSource):
-    """A `RemoteSource` on any fsspec filesystem; on S3 (`presignable`) ranges through presigned URLs."""
-
-    def __init__(self, fs, root: str, name: str, **kwargs):
-        super().__init__(fs, root, name, **kwargs)
-        self._links, self._http = Links(EXPIRES_S - 600, signed=True), None  # _http: (pid, its httpx client)
-
-    def __getstate__(self):
-        return {**super().__getstate__(), "_http": None}  # each process makes its own connections
+    """A `RemoteSource` on any fsspec filesystem: each range is one `cat_file` of the store (on S3, aiobotocore's
+    `get_object` through s3fs's client in each process)."""
 
     def _tuned(self, fs):
         """One attempt per s3fs call (its `retries` attribute, which its constructor does not take)."""
         if type(fs).__name__ == "S3FileSystem":
             fs.retries = 1
         return fs
-
-    def prepare(self, files: list[FileSpan]) -> int:
-        """As `RemoteSource.prepare`, then presigns the files of `files` on S3 (local work, no request) for the
-        DataLoader workers this process starts."""
-        needed, fs = super().prepare(files), self.fs
-        todo = sorted({self.path(span.path) for span in files} - {p for p in self._links.urls if self._links.fresh(p)})
-        if todo and presignable(fs):
-            self._links.keep(_presign(fs, todo), time.time())
-        return needed
-
-    def stream_range(self, fs, path: str, start: int | None, end: int | None) -> Iterator[bytes]:
-        """A bounded range on S3: a GET of the object's presigned URL (`Links.stream`); else as the store's."""
-        if start is None or end is None or not presignable(fs):
-            yield from super().stream_range(fs, path, start, end)
-            return
-        if self._http is None or self._http[0] != os.getpid():
-            import httpx2
-
-            verify = (fs.client_kwargs or {}).get("verify")
-            self._http = (os.getpid(), httpx2.Client(timeout=TIMEOUT_S, verify=True if verify is None else verify))
-        yield from self._links.stream(self._http[1], path, lambda: _presign(fs, [path])[path],
-                                      {"Range": f"bytes={start}-{end - 1}"}, start, self.counters)
-
-
-def presignable(fs) -> bool:
-    """Whether `fs` is s3fs, anonymous or signing with a named version (SigV4: `bucket_filesystem`; S3 regions opened
-    since 2014 refuse SigV2), with no request option a URL cannot carry (requester pays, SSE-C: `req_kw`...)."""
-    signed = getattr(fs, "anon", False) or (getattr(fs, "config_kwargs", None) or {}).get("signature_version")
-    return (type(fs).__name__ == "S3FileSystem" and hasattr(fs, "get_s3") and bool(signed)
-            and not getattr(fs, "req_kw", None) and not getattr(fs, "s3_additional_kwargs", None))
-
-
-def _presign(fs, paths: list[str]) -> dict[str, str]:
-    """`{path: presigned GET URL}` of `paths` through `fs`'s client of each bucket. Raises botocore's errors."""
-    from fsspec.asyn import sync
-
-    async def presign() -> dict[str, str]:
-        await fs.set_session()
-        urls = {}
-        for path in paths:
-            bucket, key, version = fs.split_path(path)
-            params = {"Bucket": bucket, "Key": key, **({"VersionId": version} if version else {})}
-            client = await fs.get_s3(bucket)
-            urls[path] = await client.generate_presigned_url("get_object", Params=params, ExpiresIn=EXPIRES_S)
-        return urls
-
-    return sync(fs.loop, presign)
 
 
 def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -97,7 +33,6 @@ def bucket_filesystem(url: str, storage_options: dict | None) -> tuple[fsspec.Ab
     if protocol in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # the first try only
-        config.setdefault("signature_version", "s3v4")  # as every region takes
         options["config_kwargs"] = config
     try:
         return fsspec.core.url_to_fs(url, **options)

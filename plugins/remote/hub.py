@@ -31,7 +31,7 @@ class HubSource(RemoteSource):
 
     def __init__(self, fs, root: str, repo_id: str, sha: str, options: RemoteOptions):
         self.repo_id, self.sha = repo_id, sha
-        self._links = Links(LINK_REUSE_S, signed=False)
+        self._links = Links(LINK_REUSE_S)
         super().__init__(fs, root, "hub", options=options, pinned={"revision": sha})
 
     def _tuned(self, fs):

@@ -1,7 +1,6 @@
 """Ranged GETs through httpx to a signed URL kept per file. The Hub serves LFS and Xet files from a CDN through a signed
 URL (about an hour) its `resolve` URL redirects to, and limits `resolve` requests (https://huggingface.co/docs/hub/
-rate-limits); S3 serves every range of an object through one presigned URL (SigV4 signs the host, not the `Range`).
-DataLoader workers start with the URLs of the process that prepared the run: no `resolve`, no S3 client of their own.
+rate-limits). DataLoader workers start with the URLs of the process that prepared the run: no `resolve` of their own.
 """
 
 import os
@@ -29,15 +28,15 @@ class StatusError(OSError):
 
 class Links:
     """One process's signed URLs, `{path: (url, time.time() when made)}`, each used for `reuse_s` seconds (pickled
-    without locks). `signed`: `resolve`'s URL is kept (S3's presigned URLs); else only where it redirects to on
-    another origin (a Hub `resolve` URL: a small file is served by the Hub itself)."""
+    without locks): where a file's `resolve` URL redirects to on another origin (a small file is served by the Hub
+    itself, and not kept)."""
 
-    def __init__(self, reuse_s: float, signed: bool):
-        self.reuse_s, self.signed, self.urls = reuse_s, signed, {}
+    def __init__(self, reuse_s: float):
+        self.reuse_s, self.urls = reuse_s, {}
         self._own_locks()
 
     def __getstate__(self):
-        return {"reuse_s": self.reuse_s, "signed": self.signed, "urls": dict(self.urls)}
+        return {"reuse_s": self.reuse_s, "urls": dict(self.urls)}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -59,7 +58,7 @@ class Links:
                counters: SourceCounters) -> Iterator[bytes]:
         """The body of a GET of file `path` (`headers` with its `Range`, from byte `start`) through httpx `session` in
         blocks as they arrive: to its `fresh` URL (without `Authorization`), else to `resolve()`'s, following redirects,
-        keeping the URL (`signed`) or where it ends on another origin. A kept URL refused (`STALE_LINK`) is dropped and
+        keeping where it ends on another origin. A kept URL refused (`STALE_LINK`) is dropped and
         the file resolved again, once. Each request past the first counts in `counters`' `requests`. Raises
         `StatusError` (an error status), what `resolve` raises, httpx's errors."""
         sent = []
@@ -89,7 +88,7 @@ class Links:
                 if link is None:
                     url = resolve()
                     response = send(url, headers)
-                    if self.signed or _origin(str(response.url)) != _origin(url):
+                    if _origin(str(response.url)) != _origin(url):
                         self.keep({path: str(response.url)}, time.time())
             if response is None:
                 response = send(link, unsigned)
