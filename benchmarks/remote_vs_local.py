@@ -7,22 +7,26 @@ caps bandwidth, all on loopback, runs interleaved so a noisy machine affects eac
     .venv/bin/python benchmarks/remote_vs_local.py --repeats 3 --duration 60 --configs local,bucket
     .venv/bin/python benchmarks/remote_vs_local.py --latency-ms 100 --mbit 40   # a cross-region bucket
     .venv/bin/python benchmarks/remote_vs_local.py --loader-option decode_chunk_frames=12   # any loader option
+    .venv/bin/python benchmarks/remote_vs_local.py --configs bucket,bucket-without-coalescing   # a mechanism off
 
 `--dataset layout` generates (once, into dl's cache folder) a dataset with the layout LeRobot v3.0 writes:
 10 episodes per video and data file, 2 cameras, AV1 GOP 2 at 640x480 (~6 KB per frame), one row group per data
 file.
 
-Prints one line per run (with its samples per second from the DataLoader's start, `samples_per_bin`, its decoded
-frames/s, peak memory of all its processes and the distinct episodes per batch, as `dl run` reports them) and a summary
-per configuration (median samples/s and its ratio to local, first batch, bytes fetched / needed, time to the first
-admission's ranges, and the cores busy over each run: the servers and proxies, which run in this process and in
+Each remote run starts with an empty host cache (a `cache_dir` of its own), so no run reads what an earlier one
+fetched. Prints one line per run (with its samples per second from the DataLoader's start, `samples_per_bin`, its
+decoded frames/s, peak memory of all its processes and the distinct episodes per batch, as `dl run` reports them) and
+a summary per configuration (median samples/s and its ratio to local, first batch, bytes fetched / needed, and the
+cores busy over each run: the servers and proxies, which run in this process and in
 moto's own (`dl.testing.s3_server`), and the `dl run` with its workers), and writes every result to --out (JSON).
 Issue 18's targets behind 20 ms / 80 Mbit/s: samples/s >= 0.9 of local, first batch <= 2 s, bytes fetched / needed
-<= 1.1.
+<= 1.1. A configuration `SOURCE-without-NAME[,NAME...]` runs SOURCE with those mechanisms off
+(`benchmarks/mechanisms/sitecustomize.py` lists them).
 """
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import sys
@@ -41,6 +45,7 @@ from dl.testing.s3_server import S3Server
 from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
 
 CONFIGS = ("local", "bucket", "bucket-noprefetch", "hub")
+MECHANISMS = Path(__file__).with_name("mechanisms")
 LAYOUT = SyntheticConfig(episodes=30, frames_per_episode=(240, 360), cameras=2, width=640, height=480, codec="av1",
                          gop=2, episodes_per_file=10, row_group_size=None, seed=18, texture=44)
 """LeRobot v3.0's real layout: many episodes per video and data file, one row group per data file; textured
@@ -91,6 +96,7 @@ def main() -> int:
         args.episodes = OPEN50_USABLE if root == OPEN50.resolve() else f"0-{LAYOUT.episodes - 1}"
     network = {"latency_s": args.latency_ms / 1e3, "bandwidth_bps": args.mbit * 1e6}
     rows = []
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(MECHANISMS), os.environ.get("PYTHONPATH")]))
     with S3Server() as s3, HubServer() as hub, tempfile.TemporaryDirectory() as tmp:
         url = s3.upload(root, "bench", root.name)
         hub.add_revision(f"bench/{root.name}", root)
@@ -106,8 +112,11 @@ def main() -> int:
             sources["bucket-noprefetch"] = [*sources["bucket"], "--source-option", "prefetch=false"]
             for repeat in range(args.repeats):
                 for config in configs:
+                    base, _, without = config.partition("-without-")
+                    os.environ["DL_BENCH_WITHOUT"] = without  # read by the sitecustomize on the runs' PYTHONPATH
                     cpu = _cpu_s(s3.pid)
-                    result = dl_run(args, Path(tmp) / f"{config}-{repeat}", sources[config])
+                    fresh = [] if config == "local" else ["--source-option", f"cache_dir={tmp}/{config}-{repeat}-cache"]
+                    result = dl_run(args, Path(tmp) / f"{config}-{repeat}", sources[base] + fresh)
                     server_s, run_s, wall_s = (b - a for a, b in zip(cpu, _cpu_s(s3.pid), strict=True))
                     row = {"config": config, "repeat": repeat, "status": result.get("status"),
                            "samples_per_s": result.get("samples_per_s"),
@@ -128,7 +137,6 @@ def main() -> int:
                            "runs": [r["samples_per_s"] for r in ok],
                            "median_first_batch_s": _median([r["first_batch_s"] for r in ok]),
                            "median_read_amplification": _median([s.get("read_amplification") for s in stats]),
-                           "median_first_admission_s": _median([s.get("first_admission_s") for s in stats]),
                            "metadata_s": _median([s.get("metadata_s") for s in stats]),
                            "median_server_cpu_share": _median([r["server_cpu_s"] / r["wall_s"] for r in ok]),
                            "median_run_cpu_share": _median([r["run_cpu_s"] / r["wall_s"] for r in ok])}
@@ -137,8 +145,7 @@ def main() -> int:
         rate = s["median_samples_per_s"]
         s["ratio_to_local"] = round(rate / local, 3) if local and rate else None
         print(f"{config:>18}: median {_round(rate)} samples/s over {s['runs']}; vs local {s['ratio_to_local']}; first "
-              f"batch {_round(s['median_first_batch_s'])} s (first admission "
-              f"{_round(s['median_first_admission_s'])} s, metadata {_round(s['metadata_s'])} s on the host); "
+              f"batch {_round(s['median_first_batch_s'])} s (metadata {_round(s['metadata_s'])} s on the host); "
               f"fetched / needed {_round(s['median_read_amplification'])}; cores busy: "
               f"server and proxy {_round(s['median_server_cpu_share'])}, dl run {_round(s['median_run_cpu_share'])}")
     Path(args.out).write_text(json.dumps({"args": vars(args), "runs": rows, "summary": summary}, indent=2))

@@ -77,17 +77,12 @@ STATS = {
     "throttled_429": "  of which throttled (429)",
     "server_errors": "  of which server errors (5xx)",
     "failures": "requests given up",
-    "cache_hits": "reads from cached ranges",
+    "cache_hits": "reads from cached blocks",
     "remote_reads": "reads over the network",
-    "ranges_prefetched": "ranges downloaded ahead",
+    "ranges_prefetched": "downloads ahead",
     "bytes_prefetched": "downloaded ahead",
-    "ranges_from_peers": "ranges copied from this host's processes",
-    "bytes_from_peers": "copied from this host's processes",
-    "cache_bytes_peak": "peak cache reserved, sum of processes",
     "network_wait_s": "readers waiting on the network, s, summed",
     "metadata_s": "metadata and file indexes, s (host)",
-    "first_admission_s": "first admission until its data is local, s",
-    "first_batch_rest_s": "rest of the first batch, s",
 }
 """Labels of the figures the built-in plugins report (`dl.ReportsStats.stats`); a figure not named here shows
 as its field name in words. A figure whose field names bytes (or `decode_budget`) shows as a size (MB, GB)."""

@@ -38,6 +38,7 @@ _EXPORTS = {
     "LoaderConfig": "contracts.config", "DataLoaderNeeds": "contracts.needs", "DlError": "contracts.errors",
     "DlWarning": "contracts.errors",
     "hookimpl": "contracts.hookspecs", "Source": "contracts.source", "FileSpan": "contracts.source",
+    "Prefetches": "contracts.source",
     "Decoder": "contracts.decoder", "DecodedFrames": "contracts.decoder", "FrameRequest": "contracts.decoder",
     "Loader": "contracts.loader", "Resumable": "contracts.loader", "ReportsStats": "contracts.loader",
     "Scheduler": "contracts.scheduler",

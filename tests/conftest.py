@@ -33,6 +33,8 @@ def open50() -> Path:
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DL_CACHE_DIR", str(tmp_path / "dl-cache"))
+    for node_local in ("SLURM_TMPDIR", "TMPDIR"):  # the remote sources' host cache goes there first
+        monkeypatch.delenv(node_local, raising=False)
 
 
 @pytest.fixture(scope="session")

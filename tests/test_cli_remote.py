@@ -11,6 +11,8 @@ import sys
 import pytest
 from remote_helpers import hub, publish, s3, upload  # noqa: F401 (fixtures)
 
+from dl.kits.remote.host_cache import host_name
+
 QUICK = ["--duration", "1", "--warmup-batches", "1", "--single-proc-samples", "4", "--batch-size", "4"]
 
 
@@ -34,18 +36,16 @@ def test_bucket_run_reports_network_figures(s3, small_dataset, tmp_path):  # noq
     assert done.returncode == 0, done.stderr
     result = json.loads((out / "pool-cpu-single-w2.json").read_text())
     assert result["config"]["source_options"]["cache_dir"] == str(node_local)
-    assert node_local.is_dir() and not list(node_local.iterdir())  # the run folders were there, and are gone
+    assert [p.name for p in node_local.iterdir()] == [f"host-{host_name()}"]  # one folder for every process
     stats = result["source_stats"]
     assert result["status"] == "ok" and stats["failures"] == 0 and stats["bytes_needed"] > 0
-    # the window's bytes come from the store, or are copied from what the host's single-process pass downloaded
+    # the window's bytes come from the store, or from the host's cache (the single-process pass filled it)
     assert stats["bytes_fetched"] >= stats["bytes_prefetched"]
-    assert stats["bytes_prefetched"] + stats["bytes_from_peers"] > 0
-    assert stats["read_amplification"] is not None  # below 1 where ranges were kept or copied from the host
-    assert stats["cache_hits"] > 0 and stats["cache_bytes_peak"] > 0
+    assert stats["read_amplification"] is not None  # below 1 where the host's cache holds blocks already
+    assert stats["cache_hits"] > 0
     assert "fetched / needed" in done.stdout  # the source's figures, in words
     assert "Traceback" not in done.stderr  # the progress thread survives piped output
-    assert stats["first_admission_s"] > 0 and "metadata_s" in stats
-    assert stats["ranges_prefetched"] + stats["ranges_from_peers"] > 0
+    assert "metadata_s" in stats
     written = result["config"]["source_options"]["storage_options"]
     assert written == {"endpoint_url": s3.endpoint_url, "key": "<redacted>", "secret": "<redacted>"}
 

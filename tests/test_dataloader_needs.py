@@ -32,6 +32,15 @@ def test_merge_refuses_a_contradiction_naming_both():
                      "source x": DataLoaderNeeds(multiprocessing_context="fork")})
 
 
+def test_a_source_that_needs_forkserver_takes_spawn_where_a_decoder_needs_it():
+    merged = merge_needs({"source bucket": DataLoaderNeeds(multiprocessing_context="forkserver"),
+                          "decoder nvdec": DataLoaderNeeds(multiprocessing_context="spawn")})
+    assert merged.multiprocessing_context == "spawn"
+    with pytest.raises(PluginError, match="forkserver"):
+        merge_needs({"source bucket": DataLoaderNeeds(multiprocessing_context="forkserver"),
+                     "loader x": DataLoaderNeeds(multiprocessing_context="fork")})
+
+
 @pytest.mark.slow  # starts processes (dl, spawned workers, servers)
 def test_a_decoder_that_needs_spawn_gets_spawned_workers(small_dataset):
     dataset = dl.make_dataset(str(small_dataset), image_dtype="uint8")

@@ -1,71 +1,68 @@
-"""A remote video's view ends a decoder's buffer fill at bytes not downloaded yet (`CachedView`'s `fills`):
+"""A remote video's view ends a decoder's buffer fill at blocks not in the cache yet (`CachedView`'s `fills`):
 torchcodec decodes a chunk of open50's real H.264 video whose following bytes are not downloaded without
 waiting for them (it waits for them without `fills`), with the frames a local decode gives, and still gets every
 byte it needs beyond the chunk when it decodes further; dl's torchcodec opener (`open_video`) turns `fills` on for a
 remote source's view.
 
-The cache is a real `PrefetchCache` over the file's bytes. The chunk's bytes and the file's header are
-downloaded; the rest of the file is admitted but stays queued, as its one download thread is held by another
-file's download until the test ends, so a reader that needs those bytes takes their download over in its own
-thread: each such download is recorded."""
-
-import threading
+The view reads through a stand-in source whose cache holds the blocks of the file's header and of the chunk (small
+blocks, so that they end close to the chunk); a block a reader waits for is fetched and recorded."""
 
 import numpy as np
 import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from dl.kits.mp4_index import merge_ranges, read_index
-from dl.kits.remote.file_cache import Piece, PrefetchCache
+from dl.kits.mp4_index import read_index
+from dl.kits.remote import views
+from dl.kits.remote.source import RemoteOptions
 from dl.kits.remote.views import CachedView
 from dl.kits.video.torchcodec_video import open_video
 
-REL, HELD = "v.mp4", "held.mp4"
+REL, BLOCK = "v.mp4", 4096
 
 
-class Through:
-    """A view's `Reads` over a real cache (no remote reads expected: the whole file is admitted)."""
+class Blocks:
+    """A view's `Reads`: blocks of `data` as files under `folder`, those of `held` there from the start."""
 
-    def __init__(self, cache: PrefetchCache):
-        self.cache = cache
+    options = RemoteOptions()
 
-    def cached(self, rel, pos, wait=True):
-        return self.cache.locate(rel, pos, wait)
+    def __init__(self, data: bytes, folder, held: set[int]):
+        self.data, self.folder, self.taken_over = data, folder, []
+        for block in held:
+            self._write(block)
 
-    def remote_read(self, rel, start, end):
-        raise AssertionError(f"a remote read of bytes {start}-{end}: every byte is admitted")
+    def _write(self, block: int) -> str:
+        path = self.folder / str(block)
+        path.write_bytes(self.data[block * BLOCK:(block + 1) * BLOCK])
+        return str(path)
+
+    def block_path(self, rel, block, wait=True):
+        path = self.folder / str(block)
+        if path.exists():
+            return str(path)
+        if not wait:
+            return None
+        self.taken_over.append(block * BLOCK)  # a reader waited for it
+        return self._write(block)
+
+    def read_bytes(self, rel, start, end):
+        raise AssertionError(f"a remote read of bytes {start}-{end}: the view reads blocks")
 
 
 @pytest.fixture
-def chunk_cached(open50, tmp_path):
-    """(local file, its index, the chunk's first and end frame, a `Through` whose cache holds the file's header and
-    the chunk's bytes, the rest of the file queued, the downloads of it readers took over)."""
+def chunk_cached(open50, tmp_path, monkeypatch):
+    """(local file, its index, the chunk's first and end frame, a `Blocks` holding the file's header's and the
+    chunk's blocks)."""
+    monkeypatch.setattr(views, "BLOCK_BYTES", BLOCK)
     video = sorted((open50 / "videos").rglob("*.mp4"))[0]
     data = video.read_bytes()
     index = read_index(lambda a, b: data[a:b], len(data), video.name)
     assert index.reorder_depth == 0  # decode order is display order: frames first..end-1 lie in their bytes
     keys = np.flatnonzero(index.keyframes)
     first, end = int(keys[1]), int(keys[2])
-    release, taken_over = threading.Event(), []
-
-    def download(rel, a, b, out):
-        if rel == HELD:
-            release.wait(timeout=120)
-            return out.write(b"x")
-        if threading.current_thread() is threading.main_thread():
-            taken_over.append((a, b))
-        out.write(data[a:b])
-
-    cache = PrefetchCache(tmp_path, len(data) + 1, download, threads=1)
-    cache.admit("chunk", [Piece(REL, a, b) for a, b in
-                          merge_ranges([*index.header, (int(index.offsets[first]), int(index.offsets[end]))])])
-    cache.settle()
-    cache.admit(HELD, [Piece(HELD, 0, 1)])  # taken first (queued first at depth 0): the thread waits in it
-    cache.admit("rest", [Piece(REL, int(index.offsets[end]), len(data))])
-    yield video, index, first, end, Through(cache), taken_over
-    release.set()
-    cache.close()
+    ranges = [*index.header, (int(index.offsets[first]), int(index.offsets[end]))]
+    held = {n for a, b in ranges for n in range(a // BLOCK, (b - 1) // BLOCK + 1)}
+    return video, index, first, end, Blocks(data, tmp_path, held)
 
 
 def decode(source, frames: list[int]) -> torch.Tensor:
@@ -73,39 +70,40 @@ def decode(source, frames: list[int]) -> torch.Tensor:
 
 
 def test_a_fill_ends_at_bytes_not_downloaded_and_the_chunk_decodes_as_locally(chunk_cached):
-    video, index, first, end, through, taken_over = chunk_cached
+    video, index, first, end, through = chunk_cached
     frames = list(range(first, end))
-    view = CachedView(through, REL, index.size, 64 << 10, fills=True)
+    view = CachedView(through, REL, index.size, fills=True)
     assert torch.equal(decode(view, frames), decode(str(video), frames))
-    assert taken_over == []  # no read waited for bytes past the chunk
+    assert through.taken_over == []  # no read waited for bytes past the chunk
 
 
 def test_without_fills_the_decoder_waits_for_its_read_ahead(chunk_cached):
-    video, index, first, end, through, taken_over = chunk_cached
+    video, index, first, end, through = chunk_cached
     frames = list(range(first, end))
-    view = CachedView(through, REL, index.size, 64 << 10)
+    view = CachedView(through, REL, index.size)
     assert torch.equal(decode(view, frames), decode(str(video), frames))
-    assert taken_over and taken_over[0][0] == index.offsets[end]  # the bytes it reads ahead, downloaded for it
+    after = (int(index.offsets[end]) - 1) // BLOCK * BLOCK + BLOCK  # the first block past the chunk's
+    assert through.taken_over and through.taken_over[0] == after  # the bytes it reads ahead, fetched for it
 
 
 def test_bytes_a_decoder_needs_past_the_chunk_are_still_read(chunk_cached):
-    video, index, first, end, through, taken_over = chunk_cached
+    video, index, first, end, through = chunk_cached
     frames = list(range(first, end + 3))
-    view = CachedView(through, REL, index.size, 64 << 10, fills=True)
+    view = CachedView(through, REL, index.size, fills=True)
     assert torch.equal(decode(view, frames), decode(str(video), frames))
-    assert taken_over and taken_over[0][0] == index.offsets[end]
+    assert through.taken_over and through.taken_over[0] == (int(index.offsets[end]) - 1) // BLOCK * BLOCK + BLOCK
 
 
 def test_dl_opens_a_remote_video_for_torchcodec_with_fills(chunk_cached):
-    video, index, first, end, through, taken_over = chunk_cached
+    video, index, first, end, through = chunk_cached
 
     class Remote:  # what `open_video` asks of a source: the decoder's input, and a URL for its errors
         url = "s3://bucket/dataset"
 
         def video_input(self, rel):
-            return CachedView(through, rel, index.size, 64 << 10)
+            return CachedView(through, rel, index.size)
 
     frames = list(range(first, end))
     decoder = open_video(Remote(), REL, seek_mode="approximate")
     assert torch.equal(decoder.get_frames_at(frames).data, decode(str(video), frames))
-    assert taken_over == []
+    assert through.taken_over == []

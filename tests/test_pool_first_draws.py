@@ -147,31 +147,18 @@ def test_the_source_hears_the_chunks_ranked_in_the_order_they_are_first_drawn(re
     assert len({told[chunk] for chunk in later}) == len(later)  # no ties
 
 
-def test_an_epoch_whose_bytes_are_all_on_the_host_is_admitted_without_reads(remote_copy, monkeypatch):
-    """The first epoch downloads: the source hears every episode with its ranked reads, read ahead. The second,
-    every byte already in this process's cache (the selection fits it), asks for nothing to be ordered: no reads,
-    no read-ahead. The samples are those of a pool told the reads in both epochs."""
-    import dl.plugins.pool.dataset as pool_dataset
-
+def test_the_pool_s_order_does_not_depend_on_whether_its_source_prefetches(remote_copy, tmp_path):
+    """Through `bucket` (`Prefetches`: told every episode with its ranked reads) and through the local folder (told
+    nothing), two epochs give the same samples in the same order."""
     url = remote_copy("again", VIDEO)
     options = {"episode_pool_size": 3, "decode_chunk_frames": 4}
-    ahead, real_read_ahead = [], pool_dataset.read_ahead
-    monkeypatch.setattr(pool_dataset, "read_ahead", lambda pool: (ahead.append(1), real_read_ahead(pool))[1])
 
-    def epochs(ds) -> tuple[list[list[bool]], list[list[tuple[int, int]]]]:
-        heard, admit = [], ds.meta.source.admit
-        ds.meta.source.admit = lambda key, files: (heard[-1].append(any(s.reads for s in files)), admit(key, files))
-        samples = []
-        for _ in range(2):
-            heard.append([])
-            samples.append([(int(s["episode_index"]), int(s["frame_index"])) for s in ds])
-        return heard, samples
+    def epochs(ds) -> list[list[tuple[int, int]]]:
+        return [[(int(s["episode_index"]), int(s["frame_index"])) for s in ds] for _ in range(2)]
 
-    heard, samples = epochs(dl.make_dataset(url, source="bucket", loader="pool", seed=5, loader_options=options))
-    assert len(heard[0]) == 5 and all(heard[0])  # 5 episodes, each told with its reads
-    assert len(heard[1]) == 5 and not any(heard[1])
-    assert ahead == [1]  # read ahead in the first epoch only
-    told = dl.make_dataset(url, source="bucket", loader="pool", seed=5, loader_options=options)
-    told.meta.source.fetches = lambda files: True
-    assert epochs(told)[1] == samples  # the pool's order does not depend on what the source is told
-    assert ahead == [1, 1, 1]
+    remote = dl.make_dataset(url, source="bucket", loader="pool", seed=5, loader_options=options)
+    heard, admit = [], remote.meta.source.admit
+    remote.meta.source.admit = lambda key, files: (heard.append(any(s.reads for s in files)), admit(key, files))
+    local = dl.make_dataset(str(tmp_path / "again"), source="local", loader="pool", seed=5, loader_options=options)
+    assert epochs(remote) == epochs(local)
+    assert len(heard) == 10 and all(heard)  # 5 episodes an epoch, each told with its reads

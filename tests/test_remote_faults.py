@@ -3,7 +3,6 @@ middle of response bodies, 429 with Retry-After, 503): every frame arrives exact
 counted; a file that is really gone fails with an error naming it; a permanent error is not retried."""
 
 import logging
-import os
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import dl
 from dl.contracts.errors import SourceFileNotFoundError
 from dl.format.metadata import DatasetMeta
 from dl.host.assembly import build_loader
+from dl.kits.remote.host_cache import BLOCK_BYTES
 from dl.plugins.remote.bucket import bucket_source
 from dl.testing.fault_proxy import FaultProxy, Faults
 
@@ -57,14 +57,19 @@ def test_real_layout_every_frame_exactly_once_under_faults(s3, dataset_factory):
     assert stats["retries"] > 0 and stats["failures"] == 0 and stats["ranges_prefetched"] > 0
 
 
-def test_worker_caches_are_removed_when_workers_exit(s3, small_dataset, tmp_path):  # noqa: F811
+def test_every_process_of_the_host_shares_one_cache_folder(s3, small_dataset, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("DL_HOSTNAME", "node-a")
     source = s3_source(s3, upload(s3, small_dataset), cache_dir=str(tmp_path / "node-local"))
     seen, total = frames_seen(source, "pool", 2)
     assert seen.tolist() == list(range(total)) and source.stats()["ranges_prefetched"] > 0
-    assert (tmp_path / "node-local").is_dir(), "the workers' run folders were not made in cache_dir"
-    left = [path.name for path in (tmp_path / "node-local").iterdir()]  # this process's own (what indexing read)
-    assert all(f"-{os.getpid()}-" in name for name in left), f"a worker's run folder outlived it: {left}"
-    assert not list((tmp_path / "dl-cache").rglob("run-*")), "a run folder went to the default place"
+    assert [p.name for p in (tmp_path / "node-local").iterdir()] == ["host-node-a"]
+    blocks = [p for p in (tmp_path / "node-local" / "host-node-a").iterdir() if p.suffix not in (".lock", ".tmp")]
+    assert blocks, "the workers wrote no block into the host's folder"
+    assert not list((tmp_path / "dl-cache").rglob("host-*")), "a cache went to the default place"
+    source.reset_stats()
+    assert frames_seen(source, "pool", 2)[0].tolist() == list(range(total))  # another run on this host
+    stats = source.stats()
+    assert stats["bytes_prefetched"] == 0 and stats["cache_hits"] > 0, "the second run fetched what the host holds"
 
 
 def test_map_says_how_much_it_downloads(s3, dataset_factory, caplog):  # noqa: F811
@@ -74,15 +79,19 @@ def test_map_says_how_much_it_downloads(s3, dataset_factory, caplog):  # noqa: F
     source = s3_source(s3, upload(s3, root))
     meta = DatasetMeta.load(source)
     with caplog.at_level(logging.INFO, logger="dl"):
-        build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[0, 1], image_dtype="uint8"))
+        dataset = build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[0, 1], image_dtype="uint8")).loader
     files = sorted({f for i in (0, 1) for f in meta.episodes[i].files()})
     whole = sum(meta.files[f] for f in files) / 1e6
-    stats, need = source.stats(), source.selection_bytes
+    spans = [span for i in (0, 1) for span in meta.file_spans(meta.episodes[i])]
+    need = source.prepare(spans)  # indexed already: what the loader's own `prepare` returned
     assert f"2 episode(s) need {need / 1e6:.1f} MB of {len(files)} file(s) ({whole:.1f} MB " \
         f"whole), from {source.url}" in caplog.text
-    assert stats["cache_bytes_peak"] == need  # the cache holds what they need, no more
-    assert stats["bytes_prefetched"] < need  # indexing read some already (kept)
     assert need < sum(meta.files[f] for f in files)  # ranges, not the whole files
+    assert len([dataset[i] for i in range(len(dataset))]) == 120
+    ranges = [p for i in (0, 1) for span in meta.file_spans(meta.episodes[i])
+              for p in source.plans.pieces(span, meta.files.get)[0]]
+    # the blocks holding the ranges, each range at most two blocks beyond its bytes
+    assert source.stats()["bytes_prefetched"] <= need + 2 * BLOCK_BYTES * len(ranges)
 
 
 def test_metadata_from_the_hub_and_data_from_a_bucket(s3, hub, small_dataset, monkeypatch):  # noqa: F811

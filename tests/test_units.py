@@ -24,9 +24,9 @@ def test_format_bytes():
 
 
 def test_remote_sources_take_sizes_with_units():
-    from dl.plugins.remote.options import remote_kwargs
+    from dl.plugins.remote.options import remote_options
 
-    kwargs = remote_kwargs(True, "8G", 4, "1MiB", 6, 120.0)
-    assert (kwargs["cache_bytes"], kwargs["block_size"]) == (8_000_000_000, 2**20)
+    options = remote_options(True, "8G", 4, "1MiB", 6, 120.0)
+    assert (options.cache_bytes, options.block_size) == (8_000_000_000, 2**20)
     with pytest.raises(DlError, match="source option cache_bytes"):
-        remote_kwargs(True, "lots", 4, 1024, 6, 120.0)
+        remote_options(True, "lots", 4, 1024, 6, 120.0)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..contracts.decoder import Decoder, FrameRequest
+from ..contracts.source import Prefetches
 from ..format.metadata import DatasetMeta, EpisodeMeta
 from ..format.tabular import read_episode_arrays
 
@@ -78,17 +79,17 @@ def warm_file_cache(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int =
 def local_copies(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int = REMOTE_BYTES
                  ) -> Iterator[list[EpisodeMeta]]:
     """The episodes for the trials to decode, held locally while the block runs: `episodes` unchanged for a local
-    source, their files read once first (`warm_file_cache`); for a remote one, the first of them whose bytes fit
-    `limit` (at least one), admitted to the source
-    (`Source.admit`, keys `("decode ceiling", episode index)`) and downloaded (`Source.settle`) before the block,
-    discarded after it (`Source.discard`: deleted, so they do not warm the run's window). Trials (and DataLoader
-    workers forked inside the block) then read cached ranges instead of streaming the same blocks again for
-    every random frame, which would measure the network instead of the decoder.
+    source, their files read once first (`warm_file_cache`); for a source that prefetches
+    (`dl.contracts.source.Prefetches`), the first of them whose bytes fit `limit` (at least one), admitted with
+    `wait` (keys `("decode ceiling", episode index)`: downloaded before the block) and released with `drop` after it
+    (deleted, so they do not warm the run's window). Trials (and DataLoader workers started inside the block) then
+    read cached blocks instead of streaming the same blocks again for every random frame, which would measure the
+    network instead of the decoder.
 
     Raises:
-        As `Source.admit` / `Source.settle` (a download that fails, a cache too small for one episode).
+        As `Prefetches.admit` (a download that fails).
     """
-    if meta.source.is_local:
+    if not isinstance(meta.source, Prefetches):
         warm_file_cache(meta, episodes)
         yield episodes
         return
@@ -102,12 +103,11 @@ def local_copies(meta: DatasetMeta, episodes: list[EpisodeMeta], limit: int = RE
         total += size
     try:
         for key, (_, spans) in chosen.items():
-            meta.source.admit(key, spans)
-        meta.source.settle()
+            meta.source.admit(key, spans, wait=True)
         yield [ep for ep, _ in chosen.values()]
     finally:
         for key in chosen:
-            meta.source.discard(key)
+            meta.source.release(key, drop=True)
 
 
 def _decode_all(meta: DatasetMeta, decoder: Decoder, requests: list[FrameRequest]) -> int:

@@ -73,7 +73,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = no_progress) -> dict:
         dataloader_facts = loader.facts()
         del window["iterator"]  # shuts the window's workers down before the resume probe starts its own
     loader_stats = _loader_stats(dataset, spec)
-    source_stats = _source_stats(built.source, spec, window["first_batch_latency_s"])
+    source_stats = _source_stats(built.source, spec)
     resume = _resume_probe(dataset, loader, spec) if isinstance(dataset, Resumable) else {}
     cache = decoder.cache.stats()
     looked_up = cache["hits"] + cache["misses"]
@@ -166,19 +166,14 @@ def _loader_stats(dataset, spec: RunSpec) -> dict:
             "loader_stats_merge": dict(dataset.stats_merge)}
 
 
-def _source_stats(source, spec: RunSpec, first_batch_s: float) -> dict:
+def _source_stats(source, spec: RunSpec) -> dict:
     """A source's own figures when it is `dl.ReportsStats` (remote sources: requests, bytes fetched vs
-    needed, retries, 429s, cache hits, peak cache bytes, network wait), counted over the window, with how
-    each combines over ranks; when it reports `first_admission_s`, the window's first batch split into the
-    wait for that first admission and the rest (`first_batch_rest_s`: worker start, reads and decode)."""
+    needed, retries, 429s, cache hits, network wait), counted over the window, with how each combines over
+    ranks."""
     if not isinstance(source, ReportsStats):
         return {}
-    stats = source.stats(spec.num_workers, spec.batch_size)
-    merge = dict(source.stats_merge)
-    if stats.get("first_admission_s") is not None:
-        stats["first_batch_rest_s"] = round(max(0.0, first_batch_s - stats["first_admission_s"]), 3)
-        merge["first_batch_rest_s"] = "max"
-    return {"source_stats": stats, "source_stats_merge": merge}
+    return {"source_stats": source.stats(spec.num_workers, spec.batch_size),
+            "source_stats_merge": dict(source.stats_merge)}
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..contracts.errors import DlError
 from ..contracts.scheduler import Run, RunStatus, Scheduler, Submission
+from ..contracts.source import Prefetches
 from ..format.metadata import DatasetMeta
 from ..host.assembly import open_dataset
 from ..host.manager import get_plugins
@@ -63,7 +64,8 @@ def check_dataset(base: RunSpec) -> DatasetMeta:
     selected = meta.select(base.episodes)
     if not selected:
         raise DlError(f"{meta.source.url} has no episodes to load.")
-    meta.source.prepare([span for ep in selected for span in meta.file_spans(ep)])  # indexes, into the snapshot
+    if isinstance(meta.source, Prefetches):  # indexes, into the snapshot
+        meta.source.prepare([span for ep in selected for span in meta.file_spans(ep)])
     return meta
 
 

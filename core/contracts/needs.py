@@ -43,8 +43,14 @@ def qualified_name(obj) -> str:
     return f"{named.__module__}.{named.__qualname__}"
 
 
+NOT_FORK = {"spawn", "forkserver"}
+"""Start methods that do not fork the process building the loader: a plugin that needs `forkserver` (to start
+workers cheaply without inheriting its threads) takes `spawn` where another plugin needs it."""
+
+
 def merge_needs(needs: dict[str, DataLoaderNeeds]) -> DataLoaderNeeds:
-    """Combine the needs of several plugins (`{"loader pool": needs, ...}`, the key names the plugin).
+    """Combine the needs of several plugins (`{"loader pool": needs, ...}`, the key names the plugin); `spawn` and
+    `forkserver` combine to `spawn` (`NOT_FORK`).
 
     Raises:
         PluginError: two plugins need different values of one field; the message names both.
@@ -56,7 +62,9 @@ def merge_needs(needs: dict[str, DataLoaderNeeds]) -> DataLoaderNeeds:
             value = getattr(need, field.name)
             if value is None:
                 continue
-            if field.name in merged and merged[field.name] is not value and merged[field.name] != value:
+            if field.name == "multiprocessing_context" and {merged.get(field.name), value} == NOT_FORK:
+                value = "spawn"  # neither forks the process that builds the loader: spawn satisfies both
+            elif field.name in merged and merged[field.name] is not value and merged[field.name] != value:
                 raise PluginError(f"{owner[field.name]} needs DataLoader {field.name}={merged[field.name]!r} but "
                                   f"{who} needs {value!r}; these plugins cannot be used together.")
             merged[field.name], owner[field.name] = value, who

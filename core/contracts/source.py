@@ -1,20 +1,18 @@
 """The source contract: where a dataset's files live, and the one read path every byte dl reads takes.
 
 Metadata (`meta/info.json`, `meta/episodes/`, `meta/tasks.parquet`, `meta/stats.json`), data parquet and
-video all go through a `Source`'s few methods: `list_files`, `open`, `read_bytes`, `fingerprint`, `video_input`,
-plus the admission signal (`admit` / `release`) loaders send before and after they need an episode's
-files. A wrapper that overrides these methods (retries, request counters, a local cache, prefetch) sees
-every read.
+video all go through a `Source`'s few methods: list (`list_files`), stat (`fingerprint`), `open` and
+`read_bytes`. A source that can fetch ahead of the reads (a remote one) also implements `Prefetches`, which
+loaders and the benchmark look for with `isinstance`; a local or archive source never sees it.
 """
 
 import errno
 import os
 import posixpath
 import stat
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 from .errors import SourceFileNotFoundError, UnsafePathError
 
@@ -52,6 +50,33 @@ class FileSpan:
     reads: tuple[tuple[float, float, int], ...] = ()
 
 
+@runtime_checkable
+class Prefetches(Protocol):
+    """What a source that fetches ahead of the reads adds to `Source` (dl's `hub` and `bucket`). A loader checks
+    `isinstance(meta.source, Prefetches)` and then tells it, in the process that builds the loader (the host),
+    every span the run reads (`prepare`), and, in the process that reads, which spans it opens and leaves
+    (`admit` / `release`). `state` / `restore` carry what `prepare` learnt to other processes of the run (ranks,
+    through `DatasetMeta.to_snapshot`)."""
+
+    def prepare(self, files: list[FileSpan]) -> int:
+        """The run will read `files` (every selected episode's spans): read each file's index now (an MP4's
+        `moov`, a parquet footer), once, on the host. Returns the bytes the spans need from the store."""
+
+    def admit(self, key: object, files: list[FileSpan], wait: bool = False) -> None:
+        """A loader will soon read `files` for `key` (an episode index): start fetching them (`wait`: return once
+        they are local)."""
+
+    def release(self, key: object, drop: bool = False) -> None:
+        """The loader is done with `key`'s files (`drop`: their local copies go now, e.g. after a measurement that
+        must not warm what follows)."""
+
+    def state(self) -> dict:
+        """What `prepare` learnt (file indexes, listing facts), JSON-ready."""
+
+    def restore(self, state: dict) -> None:
+        """Take back `state()` from another process of this run."""
+
+
 class Source:
     """A LeRobot v3.0 dataset root on an fsspec filesystem.
 
@@ -78,7 +103,10 @@ class Source:
     def fs(self) -> "fsspec.AbstractFileSystem":
         """This process's filesystem instance."""
         if self._pid != os.getpid():
-            # fsspec's instance cache is per process, so this makes a fresh instance after fork
+            # fsspec's instance cache is per process, so this makes a fresh instance after fork. The parent's stays
+            # referenced: collected here, an async filesystem's (s3fs) finalizer would wait on the parent's event
+            # loop, which no thread of this process runs
+            self._inherited_fs = self._fs
             self._fs, self._pid = type(self._fs)(*self._fs.storage_args, **self._fs.storage_options), os.getpid()
         return self._fs
 
@@ -174,52 +202,6 @@ class Source:
         """What a decoder opens for the video `rel`: a local path when the file is on local disk, else a
         seekable file object. Remote sources may override this to hand out a locally cached copy."""
         return self.path(rel) if self.is_local else self.open(rel)
-
-    def fetches(self, files: Iterable[FileSpan]) -> bool:
-        """Whether admitting `files` now would make this source download any of their bytes, so that telling it
-        the order of the reads (`FileSpan.reads`) can matter: a loader may leave `reads` out when not (dl's `pool`
-        then skips reading its draws ahead). `files` may be lazy (a source that can answer without them need not
-        build them all). Here: True unless the source is local (it reads files in place)."""
-        return not self.is_local
-
-    def admit(self, key: object, files: list[FileSpan]) -> None:
-        """A loader will soon read `files` for `key` (an episode index): a remote source may start fetching
-        them. Called in the process that will read (a DataLoader worker), before the first read. No-op here."""
-
-    def expect(self, key: object, files: list[FileSpan]) -> None:
-        """The loader, which admitted `key`, reads the `reads` of `files` next (e.g. the pool's next chunk of an
-        episode whose chunk just opened): a prefetching source fetches them before the bytes it has not started
-        yet that later reads need. No-op here."""
-
-    def release(self, key: object) -> None:
-        """The loader is done with what it admitted under `key`; cached bytes no other key holds may go.
-        No-op here."""
-
-    def discard(self, key: object) -> None:
-        """As `release`, but the bytes of `key` that no other key holds go now, even from a cache that keeps
-        released ranges for later epochs: copies made for a measurement that must not warm what follows it (the
-        benchmark's decode ceiling). `release` here."""
-        self.release(key)
-
-    def prepare(self, files: list[FileSpan]) -> int | None:
-        """The run will read these spans (every selected episode's): a source that reads byte ranges reads each
-        file's index now (an MP4's `moov`, a parquet footer), once, in the process that builds the loader
-        (the host), so DataLoader workers (by pickling) and ranks (through `DatasetMeta.to_snapshot`) get it
-        without a request. Returns the bytes the spans need from the store (None: nothing to fetch, as here)."""
-        return None
-
-    def state(self) -> dict:
-        """What this source learnt of the files (listing facts, file indexes), JSON-ready, for
-        `DatasetMeta.to_snapshot`; `restore` takes it back in another process. Nothing here."""
-        return {}
-
-    def restore(self, state: dict) -> None:
-        """Take back what `state()` returned in another process of this run. No-op here."""
-
-    def settle(self) -> None:
-        """Block until every file admitted so far in this process is local (a loader that needs all its files
-        from the start, such as `map`, calls it after admitting them, before DataLoader workers fork). No-op
-        here."""
 
     def pinned_options(self) -> dict:
         """Source options that rebuild exactly this source without asking the server again (e.g. a Hub

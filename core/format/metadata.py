@@ -26,7 +26,7 @@ from ..contracts.errors import (
     format_indices,
     warn,
 )
-from ..contracts.source import FileSpan, Source
+from ..contracts.source import FileSpan, Prefetches, Source
 from .depth import DepthQuantizer
 from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
 from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
@@ -115,7 +115,7 @@ class DatasetMeta:
         listing (`write_snapshot` writes it with the columns beside it)."""
         return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
                 "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats, "files": self.files,
-                "source": self.source.state()}
+                "source": self.source.state() if isinstance(self.source, Prefetches) else {}}
 
     def write_snapshot(self, folder: str | os.PathLike) -> str:
         """Write everything `load` read into `folder` (created if missing): `metadata.json` (`to_snapshot()`, and
@@ -149,7 +149,8 @@ class DatasetMeta:
         columns = EpisodeColumns.open(str(where / snapshot["episodes"]))
         tasks = {int(i): t for i, t in snapshot["tasks"]}
         subtasks = {int(i): t for i, t in snapshot.get("subtasks", [])}
-        source.restore(snapshot.get("source") or {})
+        if isinstance(source, Prefetches):
+            source.restore(snapshot.get("source") or {})
         return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"], subtasks)
 
     @cached_property

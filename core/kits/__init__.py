@@ -1,10 +1,9 @@
 """dl.kits: the building blocks plugins share, so a third-party source or decoder gets them too.
 
-- `remote`: `RemoteSource` (every remote read retried, counted and prefetched in one wrapper), `retry`
-  (transient errors and backoff), `file_cache` (the byte-bounded, reference-counted prefetch cache of byte
-  ranges, in run folders named by host and process, on node-local storage by default), `piece_order` (how
-  admitted ranges are cut into downloads, first bytes first), `file_plan` / `plans` (which byte ranges an episode
-  needs of a video or data file), `views` (the file-like views decoders and pyarrow read through).
+- `remote`: `RemoteSource` (every remote read retried, counted, planned as byte ranges and cached), `retry`
+  (transient errors and backoff), `file_plan` / `plans` (which byte ranges an episode needs of a video or data
+  file), `prefetch` (which blocks, in which order, and the download threads), `host_cache` (one folder of blocks
+  per host), `views` (the file-like views decoders and pyarrow read through).
 - `mp4_index`: the sample index of an MP4 video track from its `moov` box (offsets, sizes, presentation
   times, keyframes), for any source that reads byte ranges of videos.
 - `video`: `torchcodec_video` (torchcodec as dl's decoders use it) and `decoder_cache` (the LRU of open

@@ -12,7 +12,9 @@ returns a `dl.Source` serving that dataset (copy or upload it first if your sour
 What it checks: listing (paths and sizes), whole reads and byte ranges equal to the files, fingerprints
 built from the file (equal across calls, instances, pickling and copies of the same bytes; different for
 other bytes), `SourceFileNotFoundError` for a missing file, `UnsafePathError` for a path that leaves the
-root, reads from forked processes, and `DatasetMeta.load` through the source.
+root, reads from forked processes, `DatasetMeta.load` through the source, and a loader serving every frame through
+it. A source needs only `dl.Source`'s few methods (list, stat, open, read); one that also fetches ahead
+(`dl.contracts.source.Prefetches`, as dl's remote sources) is driven through that protocol by the same loader.
 """
 
 import json
@@ -21,6 +23,7 @@ import pickle
 import shutil
 from pathlib import Path
 
+import fsspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -168,3 +171,13 @@ class SourceSuite:
         meta = DatasetMeta.load(source)
         assert sorted(meta.episodes) == list(range(DATASET.episodes))
         assert meta.files == _local_files(dataset_dir)
+
+    def test_a_loader_serves_every_frame_through_the_source(self, source, dataset_dir):
+        from dl.contracts.config import LoaderConfig
+        from dl.host.assembly import build_loader
+
+        meta = DatasetMeta.load(source)
+        loader = build_loader(meta, "pool", "cpu", config=LoaderConfig(image_dtype="uint8")).loader
+        served = sorted(int(sample["index"]) for sample in loader)
+        local = DatasetMeta.load(Source(fsspec.filesystem("file"), str(dataset_dir), "local"))
+        assert served == list(range(local.total_frames))

@@ -10,6 +10,7 @@ from dl.contracts.decoder import Decoder
 from dl.contracts.errors import DlError
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.resume import ResumePosition
+from dl.contracts.source import Prefetches
 from dl.contracts.units import parse_bytes
 from dl.dataloader.resume import config_hash
 from dl.dataloader.world import resolve_ranks
@@ -74,11 +75,10 @@ class MapDataset(torch.utils.data.Dataset):
         keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, keys, decoder, config)
         self.builder.check_streams(self.episodes)
-        if not meta.source.is_local:  # every selected episode's byte ranges are needed from the start
+        if isinstance(meta.source, Prefetches):  # every selected episode's byte ranges are needed from the start
             spans = announce_download(meta, self.episodes)
             for data_path, group in spans.items():  # one admission per data file: its episodes' adjacent ranges
-                meta.source.admit(data_path, group)  # merge into a few requests, not one per episode and file
-        meta.source.settle()  # local copies before DataLoader workers fork (no-op for local sources)
+                meta.source.admit(data_path, group)
         locate_all(meta, self.episodes)  # one warning for episodes meta/episodes places in the wrong data file
         self.store = ArrowEpisodeStore.build(meta, self.episodes, keys + meta.image_keys, limit)
         check_selection(meta, self.episodes, self.store.arrays, self.store.runs(keys), config.tolerance_s,

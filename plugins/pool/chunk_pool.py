@@ -104,8 +104,6 @@ class ChunkPool:
         admitted: episodes admitted so far.
         on_admit: called with the episode (position) whenever one is admitted from now on (None: nothing);
             the episodes admitted before it was set are `open_episodes()`.
-        on_open: called with the episode (position) whenever one of its chunks opens from now on (None:
-            nothing).
         chunk: the chunk of the last emission (None before the first).
     """
 
@@ -114,7 +112,7 @@ class ChunkPool:
         if pool_size < 1 or chunk_frames < 1 or open_chunks < 1:
             raise ValueError(f"pool_size, chunk_frames and open_chunks must be >= 1, got {pool_size}, "
                              f"{chunk_frames}, {open_chunks}")
-        self.on_admit = self.on_open = self.chunk = None
+        self.on_admit = self.chunk = None
         self.admitted = 0
         self.rng, self.chunk_frames, self.open_chunks = rng, chunk_frames, open_chunks
         self._waiting = rng.permutation(len(episodes))  # admission order (from the end): uniform without replacement
@@ -145,8 +143,6 @@ class ChunkPool:
             index, rows = owner.chunks.pop()
             owner.open = [index, rows, self.rng.permutation(rows), len(rows)]
             self._active.append(owner)
-            if self.on_open is not None:
-                self.on_open(int(self._episodes[owner.e]))
 
     def __iter__(self):
         return self

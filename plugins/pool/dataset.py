@@ -13,7 +13,7 @@ from dl.contracts.decoder import Decoder
 from dl.contracts.errors import DlError, warn
 from dl.contracts.needs import DataLoaderNeeds
 from dl.contracts.resume import ResumePosition
-from dl.contracts.source import FileSpan
+from dl.contracts.source import FileSpan, Prefetches
 from dl.contracts.units import format_bytes, parse_bytes
 from dl.dataloader.resume import config_hash, resumed_worker
 from dl.dataloader.shared_counters import SharedCounters
@@ -130,7 +130,8 @@ class PoolDataset(torch.utils.data.IterableDataset):
         self.builder.check_streams(self.episodes)
         load_selection(meta, self.episodes)  # the files' frame times, read once here and carried to the workers
         self._nonfinite_seen = False  # NaN/inf warned about in this process
-        if not meta.source.is_local:  # a remote source indexes the files and plans the byte ranges, on the host
+        self.prefetches = isinstance(meta.source, Prefetches)
+        if self.prefetches:  # a remote source indexes the files and plans the byte ranges, on the host
             meta.source.prepare([span for ep in self.episodes for span in meta.file_spans(ep)])
         self.chunk_option, self._kept = decode_chunk_frames, False
         self.order = self._order(decode_chunk_frames, self.world_size)
@@ -286,17 +287,12 @@ class PoolDataset(torch.utils.data.IterableDataset):
             next(pool)
         if skip or plan.index:
             self.counters.set_max("fast_forward_us", int((time.perf_counter() - t0 + replay_s) * 1e6))
-        # the pool as it stands: announce what it reads, and, to a source that will download some of it (by rank,
-        # ties in the order it hears), in which order: first drawn first
-        fetches = self.meta.source.fetches(span for e in plan.episodes[world.consumer]
-                                           for span in self.meta.file_spans(self.episodes[int(e)]))
-        ahead = read_ahead(pool) if fetches else None
+        # the pool as it stands: tell a source that prefetches what it reads, and in which order: first drawn first
+        ahead = read_ahead(pool) if self.prefetches else None
         admit = partial(self._admit, pool, ahead)
         for e in pool.open_episodes() if ahead is None else ahead.episodes:
             admit(e)
         pool.on_admit = admit
-        if fetches and isinstance(pool, ChunkPool):
-            pool.on_open = partial(self._expect, pool)
         buffer = DecodeBuffer(self.builder, self.counters) if isinstance(pool, ChunkPool) else None
         rows: dict[int, tuple[EpisodeMeta, EpisodeArrays]] = {}
         try:
@@ -318,19 +314,21 @@ class PoolDataset(torch.utils.data.IterableDataset):
                 if last:
                     del rows[e]
                 sample = self.builder.decode(episode, sample, queries, decoded)  # from the chunk, or decoded now
-                if last:
+                if last and self.prefetches:
                     self.meta.source.release(episode.index)
                 yield sample
         finally:
-            pool.on_admit = pool.on_open = None
-            for e in pool.open_episodes():
+            pool.on_admit = None
+            for e in pool.open_episodes() if self.prefetches else ():
                 self.meta.source.release(int(self.episodes.index[e]))
 
     def _admit(self, pool: EpisodePool | ChunkPool, ahead: ReadAhead | None, e: int) -> None:
-        """Tell the source episode `e` (position) is open; when the pool was read `ahead` (the source will download
-        some of what the epoch reads: `Source.fetches`), with the order its chunks will be decoded in (their frames'
-        times, `FileSpan.reads`), ranked by their first draw among all chunks, so a prefetching source fetches
-        every open episode's open chunk first, then the others as they will be read."""
+        """Tell a source that prefetches (`dl.contracts.source.Prefetches`) that episode `e` (position) is open, with
+        the order its chunks will be decoded in (their frames' times, `FileSpan.reads`), ranked by their first draw
+        among all chunks, so it fetches every open episode's open chunk first, then the others as they will be
+        read."""
+        if ahead is None:
+            return
         ep = self.episodes[e]
         order = []
         if ahead is not None and isinstance(pool, ChunkPool):
@@ -351,13 +349,6 @@ class PoolDataset(torch.utils.data.IterableDataset):
                                                  for first, last, rank in order))
             out.append(span)
         return out
-
-    def _expect(self, pool: ChunkPool, e: int) -> None:
-        """A chunk of episode `e` (position) opened: its next chunk is what the episode reads next
-        (`Source.expect`), a chunk's lifetime from now."""
-        following = [(first, last, 0) for first, last, rank in pool.read_order(e) if rank == 1]
-        if following:
-            self.meta.source.expect(self.episodes[e].index, self._with_reads(self.episodes[e], following))
 
     def _read(self, e: int) -> tuple[EpisodeMeta, EpisodeArrays]:
         """Episode `e` (a view) and its rows, checked as they are read (`dl.format.checks.check_rows`); NaN/inf values

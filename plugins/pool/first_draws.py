@@ -2,7 +2,7 @@
 
 A consumer opens `episode_pool_size` episodes at once and its first batches draw from all of them, so a prefetching
 source is told of every one before the first sample. It downloads what they read in the order of the ranks it is
-told (`dl.kits.remote.piece_order`: ties in admission order). The emission order is a function of counters and the
+told (`dl.kits.remote.prefetch`: ties in admission order). The emission order is a function of counters and the
 consumer's RNG alone (`episode_pool`, `chunk_pool`), so a copy of the pool replays it ahead without reading or
 decoding anything, and the source hears of:
 
@@ -17,7 +17,7 @@ decoding anything, and the source hears of:
 
 Reading ahead costs a few microseconds a draw (`benchmarks/results/internals.md`, "Pool"), once per consumer and
 epoch, and only when the source will download some of the epoch's bytes
-(`Source.fetches`); otherwise it is told in slot order, without reads."""
+(`dl.contracts.source.Prefetches`); otherwise it is told in slot order, without reads."""
 
 import copy
 from dataclasses import dataclass
@@ -60,8 +60,8 @@ class ReadAhead:
 def read_ahead(pool: EpisodePool | ChunkPool) -> ReadAhead:
     """Read `max(AHEAD_DRAWS, DRAWS_PER_EPISODE x open episodes)` emissions ahead on a copy of `pool` (fewer when
     its epoch ends first; an `EpisodePool`, which has no chunks, stops once every open episode is drawn); `pool`
-    itself, its RNG included, is left as it was. Call it before setting the pool's callbacks (`on_admit`,
-    `on_open`): the copy's draws would call them."""
+    itself, its RNG included, is left as it was. Call it before setting the pool's `on_admit`: the copy's draws would
+    call it."""
     waiting = set(pool.open_episodes())
     first: dict[int, int] = {}
     chunks: dict[tuple[int, int], int] = {}

@@ -1,13 +1,8 @@
-"""Source `hub`: a LeRobot v3.0 dataset repo on the Hugging Face Hub, read through huggingface_hub at one
-commit.
-
-The revision (a branch, tag or sha; default `main`) is resolved to its commit sha once, by the process
-that opens the source (`dl run`'s host), and every read names that sha (`resolve/<sha>/...`), so a push
-during training cannot mix two versions; `pinned_options()` hands the sha to runs, ranks and workers,
-which then ask the Hub nothing about the revision. `HF_ENDPOINT`, `HF_TOKEN` (or the token saved by
-`hf auth login`) and `HF_HUB_OFFLINE` are huggingface_hub's own settings; offline, the source serves the
-revision's snapshot from the local Hugging Face cache or says how to fill it. The token never appears in
-a URL, an option, a message or a result.
+"""Source `hub`: a LeRobot v3.0 dataset repo on the Hugging Face Hub, read through huggingface_hub at one commit.
+The revision (default `main`) is resolved to its sha once, by the process that opens the source, and every read
+names that sha, so a push during training cannot mix two versions; `pinned_options()` hands it to runs, ranks and
+workers. `HF_ENDPOINT`, `HF_TOKEN` and `HF_HUB_OFFLINE` are huggingface_hub's settings (offline: the revision's
+snapshot in the local Hugging Face cache). The token never appears in a URL, an option, a message or a result.
 """
 
 import os
@@ -20,99 +15,47 @@ from dl.contracts.errors import DlError
 from dl.contracts.hookspecs import hookimpl
 from dl.contracts.source import Source
 from dl.kits.remote.retry import RetryPolicy
-from dl.kits.remote.source import RemoteSource
-from dl.kits.remote.store import STREAM_BLOCK_BYTES
+from dl.kits.remote.source import RemoteOptions, RemoteSource
 
-from .hub_cdn import CdnLinks
-from .options import DEFAULT_CACHE_BYTES, remote_kwargs
+from .links import Links
+from .options import DEFAULT_CACHE_BYTES, remote_options
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
+LINK_REUSE_S = 300.0
+"""Seconds a process uses a file's CDN URL before resolving it again (the Hub signs them for about an hour)."""
 
 
 class HubSource(RemoteSource):
-    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are GETs through huggingface_hub's HTTP session
-    and headers (its own retry loop would hide retries from our counters and policy). A large file's ranges go to
-    the CDN URL its `resolve` URL redirects to, resolved once per process (`dl.plugins.remote.hub_cdn`), since the
-    Hub limits `resolve` requests."""
+    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are GETs through huggingface_hub's HTTP session and
+    headers (its own retry loop would hide retries from dl's), to the CDN URL of a large file (`links`)."""
 
-    def __init__(self, fs, root: str, repo_id: str, sha: str, **kwargs):
+    def __init__(self, fs, root: str, repo_id: str, sha: str, options: RemoteOptions):
         self.repo_id, self.sha = repo_id, sha
-        self._links = CdnLinks()
-        super().__init__(fs, root, "hub", url=f"hf://{root}", pinned={"revision": sha}, **kwargs)
+        self._links = Links(LINK_REUSE_S)
+        super().__init__(fs, root, "hub", options=options, pinned={"revision": sha})
 
-    @property
-    def fs(self) -> "fsspec.AbstractFileSystem":
-        """This process's `HfFileSystem` (rebuilt after fork), told that the pinned commit exists, so no process
-        asks the Hub about the revision again (`trust_commit`)."""
-        fs = super().fs
+    def _tuned(self, fs):
+        """`fs` told that the pinned commit exists, so no process asks the Hub about the revision again."""
         trust_commit(fs, self.repo_id, self.sha)
         return fs
 
-    def request_range(self, fs, path: str, start: int | None, end: int | None) -> bytes:
-        from huggingface_hub.utils import get_session, hf_raise_for_status
-
-        if hasattr(get_session(), "build_request"):
-            with self._get(fs, path, start, end) as response:
-                response.read()
-        else:  # huggingface_hub before 1.0: a requests session, which follows each redirect
-            url, headers = self._request(fs, path, start, end)
-            response = get_session().get(url, headers=headers, timeout=60)
-        hf_raise_for_status(response)
-        data = response.content
-        if response.status_code == 200 and (start or end is not None):  # the server ignored the range
-            data = data[start or 0:end]
-        return data
-
-    def stream_range(self, fs, path: str, start: int, end: int) -> Iterator[bytes]:
-        """The response body in blocks of up to `STREAM_BLOCK_BYTES` as they arrive, through huggingface_hub's
-        httpx session (huggingface_hub 1.0 and later; before it, its requests session gives one block)."""
-        from huggingface_hub.utils import get_session, hf_raise_for_status
-
-        if not hasattr(get_session(), "build_request"):
-            yield from super().stream_range(fs, path, start, end)
-            return
-        with self._get(fs, path, start, end) as response:
-            if response.status_code >= 400:
-                response.read()  # the error's message is in the body
-            hf_raise_for_status(response)
-            skip = start if response.status_code == 200 else 0  # the server ignored the range
-            for block in response.iter_bytes(STREAM_BLOCK_BYTES):
-                if skip:
-                    block, skip = block[skip:], max(0, skip - len(block))
-                if block:
-                    yield block
-
-    def _get(self, fs, path: str, start: int | None, end: int | None):
-        """A GET of bytes `[start, end)` of repo file `path` (None: from the start, to the end) through
-        huggingface_hub's httpx session, its body streamed (a context manager): to the file's CDN URL once it
-        was resolved (`CdnLinks.get`)."""
-        from huggingface_hub.utils import get_session
-
-        url, headers = self._request(fs, path, start, end)
-        return self._links.get(get_session(), path, url, headers, lambda: self.counters.add("requests"))
-
-    def _request(self, fs, path: str, start: int | None, end: int | None) -> tuple[str, dict]:
-        """(URL, headers) of a GET of the repo file `path` at the pinned commit, bytes `[start, end)` (None: from
-        the start, to the end)."""
+    def stream_range(self, fs, path: str, start: int | None, end: int | None) -> Iterator[bytes]:
+        """The response body in blocks as they arrive, through huggingface_hub's httpx session, to the file's CDN URL
+        once resolved (`Links.stream`)."""
         from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers
+        from huggingface_hub.utils import build_hf_headers, get_session
 
-        prefix = f"datasets/{self.repo_id}@{self.sha}/"
-        url = hf_hub_url(self.repo_id, path[len(prefix):], repo_type="dataset", revision=self.sha,
-                         endpoint=fs.endpoint)
+        rel = path[len(f"datasets/{self.repo_id}@{self.sha}/"):]
+        url = hf_hub_url(self.repo_id, rel, repo_type="dataset", revision=self.sha, endpoint=fs.endpoint)
         headers = build_hf_headers(token=fs.token)
         if start is not None or end is not None:
             headers["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
-        return url, headers
+        yield from self._links.stream(get_session(), path, lambda: url, headers, start or 0, self.counters)
 
 
 def parse_repo(root: str, revision: str | None) -> tuple[str, str, str]:
-    """`(repo_id, revision, path in repo)` from `owner/name[@rev][/path]`, with an optional `hf://` and
-    `datasets/` in front.
-
-    Raises:
-        DlError: not a repo id, or a revision in `root` that contradicts `revision`.
-    """
+    """`(repo_id, revision, path in repo)` from `[hf://][datasets/]owner/name[@rev][/path]`.
+    Raises DlError: not a repo id, or a revision in `root` that contradicts `revision`."""
     text = root.removeprefix("hf://").removeprefix("datasets/").strip("/")
     parts = text.split("/")
     if len(parts) < 2 or not parts[0] or not parts[1]:
@@ -124,12 +67,8 @@ def parse_repo(root: str, revision: str | None) -> tuple[str, str, str]:
 
 
 def resolve_revision(repo_id: str, revision: str, endpoint: str | None, retry: RetryPolicy) -> str:
-    """The commit sha of `revision` of dataset repo `repo_id` (a sha is returned as is, without a request).
-
-    Raises:
-        DlError: the repo or revision does not exist (or is private: no token). RemoteReadError: the Hub
-            kept failing.
-    """
+    """The commit sha of `revision` of dataset repo `repo_id` (a sha is returned as is, without a request). Raises
+    DlError (the repo or revision does not exist, or is private: no token), RemoteReadError (the Hub kept failing)."""
     if SHA.match(revision):
         return revision
     from huggingface_hub import HfApi
@@ -151,9 +90,8 @@ def resolve_revision(repo_id: str, revision: str, endpoint: str | None, retry: R
 
 
 def trust_commit(fs: fsspec.AbstractFileSystem, repo_id: str, sha: str) -> None:
-    """Tell `fs` that dataset `repo_id` has commit `sha` (resolved by us), so it does not check again with
-    one request per process (HfFileSystem keeps that check in a private cache; nothing happens where a
-    version has none)."""
+    """Tell `fs` that dataset `repo_id` has commit `sha`, so it does not ask again in each process (HfFileSystem
+    keeps that check in a private cache; nothing happens where a version has none)."""
     checked = getattr(fs, "_repo_and_revision_exists_cache", None)
     if isinstance(checked, dict):
         checked[("dataset", repo_id, sha)] = (True, None)
@@ -161,10 +99,7 @@ def trust_commit(fs: fsspec.AbstractFileSystem, repo_id: str, sha: str) -> None:
 
 def hub_filesystem(storage_options: dict | None) -> fsspec.AbstractFileSystem:
     """An `HfFileSystem` (listings in one paginated request per folder: `max_workers=1`).
-
-    Raises:
-        DlError: a token in the storage options (it would be written into run specs and results).
-    """
+    Raises DlError: a token in the storage options (it would be written into run specs and results)."""
     from huggingface_hub import HfFileSystem
 
     options = dict(storage_options or {})
@@ -179,10 +114,7 @@ def hub_filesystem(storage_options: dict | None) -> fsspec.AbstractFileSystem:
 
 def offline_snapshot(repo_id: str, revision: str, sub: str) -> Source:
     """The revision's snapshot in the local Hugging Face cache, as a local source (HF_HUB_OFFLINE).
-
-    Raises:
-        DlError: the snapshot is not in the cache.
-    """
+    Raises DlError: the snapshot is not in the cache."""
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -206,29 +138,29 @@ def hub_source(root: str, revision: str | None = None, storage_options: dict | N
         revision: branch, tag or commit sha (default: `main`); resolved to the sha once per run.
         storage_options: HfFileSystem options (e.g. `endpoint`; HF_ENDPOINT sets it too). Never a token.
         prefetch: download each admitted episode's files in the background into the local cache.
-        cache_bytes: the local cache's byte limit for the whole DataLoader (each worker gets its share).
+        cache_bytes: the byte limit of this host's block cache.
         prefetch_threads: download threads per reading process.
         block_size: bytes per request when a file is streamed instead of cached.
         retry_attempts: tries per request (transient errors: resets, timeouts, 429, 5xx).
         retry_deadline_s: stop retrying a request after this many seconds.
-        cache_dir: the folder of the prefetch cache's run folders (default: node-local storage, `$SLURM_TMPDIR`
-            or `$TMPDIR`, else dl's cache folder: `dl.kits.remote.run_folders.default_base`).
+        cache_dir: where this host's block cache goes (default: node-local storage, `$SLURM_TMPDIR` or `$TMPDIR`,
+            else dl's cache folder: `dl.kits.remote.host_cache.default_base`).
 
     Raises:
         DlError: a bad repo id, an unknown repo or revision, offline without a cached snapshot.
     """
     from huggingface_hub import constants
 
-    kwargs = remote_kwargs(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s,
-                           cache_dir)
+    options = remote_options(prefetch, cache_bytes, prefetch_threads, block_size, retry_attempts, retry_deadline_s,
+                            cache_dir)
     repo_id, rev, sub = parse_repo(root, revision)
     if constants.is_offline_mode():
         return offline_snapshot(repo_id, rev, sub)
     fs = hub_filesystem(storage_options)
-    sha = resolve_revision(repo_id, rev, fs.endpoint, kwargs["retry"])
+    sha = resolve_revision(repo_id, rev, fs.endpoint, options.retry)
     trust_commit(fs, repo_id, sha)
     path = f"datasets/{repo_id}@{sha}" + (f"/{sub}" if sub else "")
-    return HubSource(fs, path, repo_id, sha, **kwargs)
+    return HubSource(fs, path, repo_id, sha, options=options)
 
 
 @hookimpl

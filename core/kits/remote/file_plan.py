@@ -1,16 +1,11 @@
-"""Which bytes of a remote file a part of it needs: the container index of an MP4 video (`dl.kits.mp4_index`)
-or the footer of a parquet file, read once per run with a few ranged reads, turned into byte ranges.
-
-A `FilePlan` is what every reader of the file reads (`header`: an MP4's top-level boxes, `moov` and first
-samples; a parquet file's footer) plus a `check`: the sha1 of the index bytes as they were when planned, so a
-reader that fetches them again notices a file that changed since (and never decodes garbage through a
-stale index). `video_part` maps a time span (an episode's `from_timestamp`/`to_timestamp`) to the byte ranges
-of its frames, from the keyframe at or before the first; `rows_part` maps an episode to the row groups whose
-`episode_index` statistics admit it.
+"""Which bytes of a remote file a part of it needs, from its index read once per run with a few ranged reads: an
+MP4's container index (`dl.kits.mp4_index`) or a parquet footer. A `FilePlan` is what every reader of the file reads
+(`header`) and a `check` (the sha1 of the index bytes when planned: a reader that fetches them again notices a file
+that changed since). `video_part` maps a time span to the byte ranges of its frames from the keyframe at or before
+the first; `rows_part` maps an episode to the row groups whose `episode_index` statistics admit it.
 """
 
 import hashlib
-import io
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,61 +16,28 @@ from .span_reads import keyframe_marks
 
 Read = Callable[[int, int], bytes]
 TAIL_BYTES = 64 << 10
-"""The last bytes of a parquet file read first: the footer's length and, usually, the footer itself (pyarrow
-reads as much when it opens a file)."""
+"""The last bytes of a parquet file read first: its footer's length and, usually, the footer (as pyarrow reads)."""
 
 
 @dataclass(frozen=True)
 class FilePlan:
-    """What every reader of one file reads.
-
-    Attributes:
-        size: the file's size in bytes when planned.
-        header: `[start, end)` ranges every reader reads (container index, first samples; parquet footer).
-        check: `(start, end, sha1 hex)` of the index bytes as planned.
-    """
+    """What every reader of one file reads: `size` (bytes, when planned), `header` (`[start, end)` ranges: container
+    index and first samples, or parquet footer) and `check` (`(start, end, sha1 hex)` of the index bytes)."""
 
     size: int
     header: tuple[tuple[int, int], ...]
     check: tuple[int, int, str]
 
-    def to_dict(self) -> dict:
-        return {"size": self.size, "header": [list(r) for r in self.header], "check": list(self.check)}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "FilePlan":
-        return cls(int(data["size"]), tuple((int(a), int(b)) for a, b in data["header"]), tuple(data["check"]))
-
 
 @dataclass(frozen=True)
 class Part:
-    """The bytes one span of a file needs: `ranges` to fetch (`[start, end)`, merged) and `needed`, the bytes
-    its frames or rows occupy (for read amplification: keyframe lead-in, decoder read-ahead and the share of a
-    row group other episodes use do not count); for a video span, `marks`: where its keyframes lie
-    (`dl.kits.remote.span_reads.keyframe_marks`), so a read of some of its frames is placed from the keyframe
-    before them to the one after (b"": placed by proportion)."""
+    """The bytes one span of a file needs: `ranges` to fetch (`[start, end)`, merged), `needed` (the bytes its frames
+    or rows occupy, for read amplification) and, for a video span, `marks` (where its keyframes lie:
+    `dl.kits.remote.span_reads.keyframe_marks`; b"": reads placed by proportion)."""
 
     ranges: tuple[tuple[int, int], ...]
     needed: int
     marks: bytes = b""
-
-
-class _Reader:
-    """Keeps what `read` returned, so a check digest can be taken of bytes already read."""
-
-    def __init__(self, read: Read):
-        self.read, self.got = read, []
-
-    def __call__(self, start: int, end: int) -> bytes:
-        data = self.read(start, end)
-        self.got.append((start, data))
-        return data
-
-    def bytes(self, start: int, end: int) -> bytes:
-        for base, data in self.got:
-            if base <= start and end <= base + len(data):
-                return data[start - base:end - base]
-        return self.read(start, end)
 
 
 def digest(data: bytes) -> str:
@@ -84,10 +46,8 @@ def digest(data: bytes) -> str:
 
 def plan_video(read: Read, size: int, name: str) -> tuple[FilePlan, SampleIndex]:
     """Read an MP4's index. Raises `dl.kits.mp4_index.Mp4IndexError` for files it cannot index."""
-    reader = _Reader(read)
-    index = read_index(reader, size, name)
-    moov = index.moov
-    return FilePlan(size, index.header, (*moov, digest(reader.bytes(*moov)))), index
+    index = read_index(read, size, name)
+    return FilePlan(size, index.header, (*index.moov, digest(read(*index.moov)))), index
 
 
 def video_part(index: SampleIndex, from_s: float, to_s: float) -> Part:
@@ -103,10 +63,7 @@ class ParquetPlanError(DlError):
 
 def plan_parquet(read: Read, size: int, name: str):
     """Read a parquet file's footer: `(FilePlan, pyarrow FileMetaData)`.
-
-    Raises:
-        ParquetPlanError: no parquet magic, or a footer pyarrow cannot parse.
-    """
+    Raises ParquetPlanError: no parquet magic, or a footer pyarrow cannot parse."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -124,7 +81,7 @@ def plan_parquet(read: Read, size: int, name: str):
         tail_start, tail = start, read(start, size)
     footer = tail[start - tail_start:]
     try:
-        metadata = pq.read_metadata(_Sparse(size, tail_start, tail))
+        metadata = pq.read_metadata(pa.BufferReader(b"PAR1" + footer))  # the footer alone, as a parquet file
     except (pa.ArrowException, OSError) as exc:
         raise ParquetPlanError(f"{name}: unreadable parquet footer ({exc})") from None
     # pyarrow opens a file by reading its last 64 KiB (at least the footer): every reader reads those
@@ -149,33 +106,3 @@ def rows_part(metadata, episode: int) -> Part:
         span = (stats.max - stats.min + 1) if stats is not None and stats.has_min_max else 1
         needed += (end - start) / span
     return Part(tuple(merge_ranges(ranges)), int(needed))
-
-
-class _Sparse(io.RawIOBase):
-    """A file of `size` bytes of which only `[start, size)` is known, for pyarrow to parse a footer in it: pyarrow
-    reads the last 64 KiB speculatively, so bytes before `start` read as zeros (the footer, whose length is
-    known, lies inside `[start, size)`, and nothing else is parsed)."""
-
-    def __init__(self, size: int, start: int, data: bytes):
-        self.size, self.start, self.data, self.pos = size, start, data, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self.pos = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence] + offset
-        return self.pos
-
-    def readinto(self, buffer) -> int:
-        n = min(len(buffer), self.size - self.pos)
-        chunk = bytes(max(0, min(n, self.start - self.pos))) + self.data[max(0, self.pos - self.start):
-                                                                        self.pos - self.start + n]
-        buffer[: len(chunk)] = chunk
-        self.pos += len(chunk)
-        return len(chunk)

@@ -1,6 +1,5 @@
-"""What a remote source knows of its files' insides: which files are indexed (`dl.kits.remote.file_plan`), the
-byte ranges of every span the run admits, and which files are read whole (and why), built once by
-`prepare` in the process that builds the loader and carried to other processes by `state` / `restore`."""
+"""What a remote source knows of its files' insides (indexed files, each admitted span's byte ranges, files read
+whole and why), built once by `prepare` on the host and carried to other processes by `state` / `restore`."""
 
 import base64
 import logging
@@ -10,9 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ...contracts.source import FileSpan
 from ..mp4_index import Mp4IndexError, merge_ranges
 from .file_plan import FilePlan, ParquetPlanError, Part, plan_parquet, plan_video, rows_part, video_part
-from .file_ranges import Piece
-from .piece_order import Ranked
-from .span_reads import ranked_reads
+from .prefetch import Piece
+from .span_reads import Ranked, ranked_reads
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +39,9 @@ class FilePlans:
 
     def prepare(self, spans: list[FileSpan], size_of: Callable[[str], int], read: Callable[[str, int, int], bytes],
                 url: str) -> int:
-        """Index the files of `spans` not indexed yet (`INDEX_THREADS` at once; a file that cannot be indexed
-        is read whole, logged at INFO), compute every span's ranges, and return the bytes the spans need
-        (each file's index bytes once plus the union of its spans' ranges; whole files otherwise).
-
-        Args:
-            size_of: a file's size in bytes. read: `read(rel, start, end)`, one ranged request.
-            url: the dataset's URL, for messages.
-        """
+        """Index the files of `spans` not indexed yet (`INDEX_THREADS` at once, through `read(rel, start, end)`; a
+        file that cannot be indexed is read whole, logged at INFO), compute every span's ranges, and return the bytes
+        the spans need (each file's index once plus the union of its spans' ranges). `url` names the dataset."""
         todo = {s.path: s for s in spans
                 if part_key(s) is not None and s.path not in self.files and s.path not in self.whole}
         indexes = {}
@@ -109,14 +102,15 @@ class FilePlans:
 
     def state(self) -> dict:
         """JSON-ready: `plans`, `parts`, `whole`."""
-        return {"plans": {rel: plan.to_dict() for rel, plan in self.files.items()},
+        return {"plans": {rel: [plan.size, plan.header, plan.check] for rel, plan in self.files.items()},
                 "parts": [[*key, [list(r) for r in part.ranges], part.needed, base64.b64encode(part.marks).decode()]
                           for key, part in self.parts.items()],
                 "whole": dict(self.whole)}
 
     def restore(self, state: dict) -> None:
         """Add what `state()` returned in another process."""
-        self.files.update({rel: FilePlan.from_dict(plan) for rel, plan in state.get("plans", {}).items()})
+        self.files.update({rel: FilePlan(int(size), tuple((int(a), int(b)) for a, b in header), tuple(check))
+                           for rel, (size, header, check) in state.get("plans", {}).items()})
         for *key, ranges, needed, marks in state.get("parts", []):
             self.parts[tuple(key)] = Part(tuple((int(a), int(b)) for a, b in ranges), int(needed),
                                           base64.b64decode(marks))

@@ -1,11 +1,8 @@
-"""Retrying remote calls: which errors are transient, and a bounded exponential backoff with jitter.
-
-Generic (any fsspec filesystem, any HTTP client): `dl.kits.remote.source.RemoteSource` sends every remote
-request of a source through `RetryPolicy.call`, so retries are decided, counted and reported in one place.
-Transient: connection resets, timeouts, incomplete bodies, HTTP 5xx and 429 (honouring `Retry-After`).
-Permanent, never retried: a missing file (404), a refused one (401/403), a bad request (other 4xx).
-The backoff is AWS's "full jitter" (Brooker, "Exponential Backoff And Jitter", AWS Architecture Blog, 2015):
-attempt `n` waits a uniform draw from `[0, min(max_s, base_s * 2**n)]`, or the server's `Retry-After`.
+"""Retrying remote calls: which errors are transient, and a bounded exponential backoff with jitter. Every request
+of a remote source goes through `RetryPolicy.call` (`dl.kits.remote.store`). Transient: connection resets, timeouts,
+cut bodies, HTTP 5xx and 429 (honouring `Retry-After`); permanent: 404, 401/403, other 4xx. The backoff is AWS's
+"full jitter" (Brooker, "Exponential Backoff And Jitter", 2015): retry `n` waits a uniform draw from
+`[0, min(max_s, base_s * 2**(n-1))]`, or the server's `Retry-After`.
 """
 
 import random
@@ -24,22 +21,19 @@ TRANSIENT_NAMES = ("ClientPayloadError", "ServerDisconnectedError", "ClientConne
                    "HTTPClientError", "ResponseParserError", "FSTimeoutError", "TransportError", "RemoteProtocolError",
                    "ReadError", "WriteError", "ConnectError", "ReadTimeout", "ConnectTimeout", "PoolTimeout",
                    "ChunkedEncodingError")
-"""Exception class names (anywhere in the class hierarchy) of transport errors in aiohttp, botocore, httpx,
-urllib3 and fsspec: matched by name so this module imports none of those libraries."""
+"""Class names (in the class hierarchy) of aiohttp's, botocore's, httpx's, urllib3's and fsspec's transport errors."""
 
 PERMANENT_NAMES = ("OfflineModeIsEnabled", "NoCredentialsError", "PartialCredentialsError")
 """Connection-like errors that no retry can fix (huggingface_hub's offline mode, missing AWS credentials)."""
 
 
 class RemoteReadError(DlError):
-    """A remote read failed for good: a permanent error, or transient ones past the retry budget. The message
-    names the URL, the attempts and the last error."""
+    """A remote read failed for good (a permanent error, or transient ones past the budget), naming the URL."""
 
 
 @dataclass(frozen=True)
 class Failure:
-    """How one exception should be handled: `transient` (retry it), the HTTP `status` when known, and the
-    server's `retry_after_s` (from a `Retry-After` header) when it sent one."""
+    """How to handle one exception: `transient` (retry it), its HTTP `status`, the server's `Retry-After` seconds."""
 
     transient: bool
     status: int | None = None
@@ -47,12 +41,8 @@ class Failure:
 
 
 def classify(exc: BaseException) -> Failure:
-    """Decide whether `exc` (or an exception it wraps, via `__cause__` / `__context__`) is transient.
-
-    A missing file (`FileNotFoundError`) and a refused one (`PermissionError`) are permanent; an HTTP status
-    found on the exception or its response is transient for 408, 429 and 5xx, permanent for other 4xx;
-    transport errors (connection refused/reset, timeouts, truncated bodies) are transient.
-    """
+    """Whether `exc` (or one it wraps) is transient: `FileNotFoundError` / `PermissionError` are not; an HTTP status
+    on it or its response is for 408, 429 and 5xx; transport errors (resets, timeouts, cut bodies) are."""
     chain, seen = [], set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -92,18 +82,11 @@ def _http_status(exc: BaseException) -> tuple[int | None, float | None]:
 
 
 def _retry_after(headers) -> float | None:
-    value = None
-    for key in ("Retry-After", "retry-after"):
-        try:
-            value = headers.get(key)
-        except AttributeError:
-            return None
-        if value is not None:
-            break
+    """A `Retry-After` in seconds (None: absent, or an HTTP date: dl's own backoff then)."""
     try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
+        return max(0.0, float(headers.get("Retry-After") or headers.get("retry-after")))
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -135,17 +118,10 @@ class RetryPolicy:
         return rng.uniform(0.0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
 
     def call(self, fn: Callable[[], T], url: str, on_retry: Callable[[Failure], None] | None = None) -> T:
-        """`fn()`, retried while it fails transiently, within `attempts` and `deadline_s`.
-
-        Args:
-            fn: one request (it must be safe to repeat: a read).
-            url: what is read, for the error message.
-            on_retry: called with each transient failure before its retry (counters).
-
-        Raises:
-            SourceFileNotFoundError: the file does not exist (404 / `FileNotFoundError`): never retried.
-            RemoteReadError: any other permanent error, or the last transient one once the budget is spent.
-        """
+        """`fn()` (one request, safe to repeat), retried while it fails transiently, within `attempts` and
+        `deadline_s`; `url` names it in errors; `on_retry` is called with each transient failure before its retry.
+        Raises `SourceFileNotFoundError` (404 / `FileNotFoundError`: never retried) and `RemoteReadError` (any other
+        permanent error, or the last transient one once the budget is spent)."""
         rng = random.Random(self.seed)
         t0 = time.monotonic()
         for attempt in range(1, self.attempts + 1):

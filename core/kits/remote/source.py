@@ -1,162 +1,88 @@
 """`RemoteSource`: a `dl.kits.remote.store.RemoteStore` (every request retried, counted and checked) that reads
-episodes as byte ranges and prefetches them; the `hub` and `bucket` plugins build one. It adds:
-
-- byte ranges: `prepare` reads, once per run in the process that builds the loader, the index of every file
-  the selected episodes use (an MP4's `moov`, a parquet footer: `dl.kits.remote.file_plan`) and turns each
-  episode's span into byte ranges: its frames from the keyframe at or before the first, its row groups. The
-  indexes travel to DataLoader workers with the pickled source and to ranks through `state()` in the
-  metadata snapshot. A file that cannot be indexed (not an MP4 or parquet, fragmented) is read whole;
-- prefetch: on `admit` the episode's ranges (and each file's index bytes) start downloading into a
-  `dl.kits.remote.file_cache.PrefetchCache` (one per reading process, byte-bounded, reference-counted, ranges
-  as the unit: episodes of one file share what they have in common; ranges this host's other processes hold
-  are copied from them, not fetched: `dl.kits.remote.peer_copies`); `release` frees them. Decoders and
-  pyarrow read through a `dl.kits.remote.views.CachedView` that serves the cached ranges and reads anything
-  else remotely; a file opened before any of it was admitted streams through the same view, buffered: its reads
-  go to the store in `block_size` requests until ranges of it are admitted, then to those ranges;
-- checks: index bytes that differ from those indexed (the file changed since) fail with an error naming the
-  file instead of feeding a decoder other bytes;
-- counters (`dl.kits.remote.source_counters`), beside the store's: cache hits, the bytes the admitted episodes
-  need (read amplification = fetched / needed), the peak bytes the cache reserved, the pieces copied from this
-  host's other processes and the time to the first admission's bytes; it is `dl.ReportsStats`, so `dl run`
-  reports them as `source_stats`.
+episodes as byte ranges through this host's block cache; the `hub` and `bucket` plugins build one. One byte's way,
+in the order of this module (docs/plugins.md draws it): `prepare` (the host: each file's index, each episode's byte
+ranges: `dl.kits.remote.plans`), `admit` (the reading process: block downloads, first reads first, queued on its
+download threads: `dl.kits.remote.prefetch`), `_fetch_blocks` (a download thread: each block's lock in the host's
+cache folder, `dl.kits.remote.host_cache`, then one ranged request for the blocks no one has), `block_path` (the
+decoder's reads, through `dl.kits.remote.views.CachedView`). Index bytes are checked when a download holds them
+whole: a file changed since it was indexed fails naming it. Without prefetch every read is a ranged request.
 """
 
 import hashlib
 import io
 import os
 import time
-from collections.abc import Iterable
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
-import torch.utils.data
+import filelock
 
 from ...contracts.errors import DlError
 from ...contracts.source import FileSpan
-from .cache_entry import Located
-from .file_cache import Piece, PrefetchCache
 from .file_plan import digest
-from .piece_order import CALM_COALESCE_BYTES
+from .host_cache import BLOCK_BYTES, HostCache, host_folder
 from .plans import FilePlans
+from .prefetch import Piece, Prefetcher, block_runs
 from .retry import RemoteReadError, RetryPolicy
-from .run_folders import default_base
 from .store import RemoteStore
 from .views import CachedView
 
 if TYPE_CHECKING:
     import fsspec
 
-CHUNK_BYTES = 8 << 20
-"""Downloads go in requests of at most this size, so a reset mid-file costs one request, not the file."""
-INDEX_KEY = "dl: the index bytes prepare read"
-"""The cache key holding what `prepare` read to index the files (for as long as the process runs)."""
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """A remote source's options, as `dl.plugins.remote.bucket.bucket_source` documents them (checked by
+    `dl.plugins.remote.options.remote_options`); `retry`: every request's policy."""
+
+    prefetch: bool = True
+    cache_bytes: int = 8_000_000_000
+    cache_dir: str | None = None
+    prefetch_threads: int = 4
+    block_size: int = 1 << 20
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 class RemoteSource(RemoteStore):
-    """A dataset root on a remote fsspec filesystem, read with retries, counters, byte-range plans and prefetch.
+    """A `RemoteStore` (its `fs`, `root`, `name`, `meta`, `pinned`) read through byte-range plans and the host's
+    block cache, as `options` (`RemoteOptions`) say; `dl.contracts.source.Prefetches`. Reads raise as the store's,
+    and `RemoteReadError` for a file that changed since it was indexed."""
 
-    Args:
-        fs, root, name, url, meta_fs, meta_root, retry, pinned, fs_settings: as `dl.kits.remote.store.RemoteStore`.
-        prefetch: download admitted episodes' ranges in the background (else every read streams).
-        cache_bytes: the cache's byte limit for the whole DataLoader (each of N workers gets 1/N).
-        cache_dir: the folder of the cache's run folders (None: `dl.kits.remote.run_folders.default_base()`,
-            node-local storage first), resolved in each reading process (on its node).
-        prefetch_threads: download threads per reading process.
-        block_size: bytes per request of a read outside the cached ranges (read-ahead of streamed files).
-
-    Raises (from reads): `SourceFileNotFoundError` (404: never retried), `dl.kits.remote.retry.RemoteReadError`
-    (also for a file that changed since it was listed or indexed).
-    """
-
-    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *, url: str | None = None,
-                 meta_fs: "fsspec.AbstractFileSystem | None" = None, meta_root: str | None = None,
-                 retry: RetryPolicy | None = None, prefetch: bool = True, cache_bytes: int = 8_000_000_000,
-                 prefetch_threads: int = 4, block_size: int = 1 << 20, pinned: dict | None = None,
-                 fs_settings: dict[str, dict] | None = None, cache_dir: str | None = None):
-        super().__init__(fs, root, name, url=url, meta_fs=meta_fs, meta_root=meta_root, retry=retry, pinned=pinned,
-                         fs_settings=fs_settings)
-        self.prefetch, self.cache_bytes, self.cache_dir = bool(prefetch), int(cache_bytes), cache_dir
-        self.prefetch_threads, self.block_size = int(prefetch_threads), int(block_size)
-        if self.cache_bytes < 1 or self.block_size < 1 or self.prefetch_threads < 1:
-            raise DlError(f"source {name}: cache_bytes, block_size and prefetch_threads must be >= 1.")
+    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *, options: RemoteOptions | None = None,
+                 meta: "tuple[fsspec.AbstractFileSystem, str] | None" = None, pinned: dict | None = None):
+        self.options = options or RemoteOptions()
+        super().__init__(fs, root, name, meta=meta, retry=self.options.retry, pinned=pinned)
         self.plans = FilePlans()  # indexed files and the byte ranges of their spans
-        self.selection_bytes = 0  # what the last `prepare` said its spans need from the store
-        self._proc: _ProcessState | None = None
-        self._inherit: dict[str, list[Located]] = {}
+        self._local: _Local | None = None
+        self.cache_folder = host_folder(self.options.cache_dir)
+        self._names: dict[str, str] = {}  # the cache's name of each file read
 
     def __getstate__(self):
-        state = super().__getstate__()
-        proc = state.pop("_proc")
-        state["_proc"] = None
-        if proc is not None and proc.cache is not None and proc.settled is not None:  # spawned children too
-            state["_inherit"] = proc.cache.ready_pieces()
-        return state
+        return {**self.__dict__, "_local": None}  # threads and locks stay in their process
 
-    # ------------------------------------------------------------------------------------ per process
-    def _state(self) -> "_ProcessState":
-        proc = self._proc
-        if proc is None or proc.pid != os.getpid():
-            inherited = dict(self._inherit)
-            if proc is not None and proc.settled is not None:  # forked after `settle()`
-                inherited.update(proc.settled)  # not the parent's cache: a lock held at the fork stays held
-            proc = self._proc = _ProcessState(inherited)
-        return proc
+    def _here(self) -> "_Local":
+        """This process's cache handle and download threads (made anew in each process)."""
+        if self._local is None or self._local.pid != os.getpid():
+            self._local = _Local(HostCache(self.cache_folder, self.options.cache_bytes),
+                                 Prefetcher(self.options.prefetch_threads))
+        return self._local
 
-    def _cache(self) -> PrefetchCache:
-        proc = self._state()
-        if proc.cache is None:
-            info = torch.utils.data.get_worker_info()
-            limit = self.cache_bytes // (info.num_workers if info is not None else 1)
-            base = Path(os.path.expanduser(self.cache_dir)) if self.cache_dir else default_base()
-            proc.cache = PrefetchCache(base, limit, self._download, self.prefetch_threads,
-                                       on_reserved=lambda n: self.counters.peak("cache_bytes_peak", n),
-                                       on_done=self._first_admission_done, inherited=proc.inherited,
-                                       keep_released=self._keeps(limit), shared=self._shared_name,
-                                       on_copied=self._copied_from_peer, calm_coalesce_bytes=CALM_COALESCE_BYTES)
-        return proc.cache
+    def _name(self, rel: str) -> str:
+        """The cache's name of `rel`'s listed version: a digest of the dataset's URL, the file and its facts."""
+        name = self._names.get(rel)
+        if name is None:
+            facts = self._facts[rel] = self.fingerprint(rel)
+            name = self._names[rel] = hashlib.sha1(f"{self.url}\n{rel}\n{facts}".encode()).hexdigest()[:24]
+        return name
 
-    def _keeps(self, limit: int) -> bool:
-        """Whether a cache of `limit` bytes keeps released ranges: when the selection fits it."""
-        return 0 < self.selection_bytes <= limit
-
-    def _shared_name(self, rel: str) -> str | None:
-        """The name under which this host's processes share their cached ranges of `rel`: a digest of the
-        dataset's URL, the file and its listed version (size and ETag or checksum), so a changed file or another
-        dataset never matches; None for a file not listed (no version known: not shared)."""
-        facts = self._facts.get(rel)
-        if facts is None:
-            return None
-        return hashlib.sha1(f"{self.url}\n{rel}\n{facts}".encode()).hexdigest()[:24]
-
-    def _copied_from_peer(self, size: int) -> None:
-        self.counters.add("ranges_from_peers")
-        self.counters.add("bytes_from_peers", size)
-
-    # ------------------------------------------------------------------------------------ the Source API
     def open(self, rel: str) -> BinaryIO:
-        """A view of the cached ranges when `rel` was admitted (waiting for downloads; reads elsewhere go
-        remote), else a seekable file streaming `block_size` ranges (`_stream`)."""
-        if self._held(rel):
-            return io.BufferedReader(CachedView(self, rel, self._size(rel), self.block_size), 64 << 10)
-        return self._stream(rel)
-
-    def _stream(self, rel: str) -> BinaryIO:
-        """A seekable file over `rel`, none of which is cached yet: a `CachedView` buffered by `block_size`, so each
-        read the buffer does not hold asks the store for `block_size` bytes, until ranges of `rel` are admitted:
-        from then on the view serves those from the cache. A reader opened early and kept (the decoder that
-        checked a file's stream when the dataset was opened, which this process's decoder cache holds on to)
-        thus never fetches again the bytes the cache downloads."""
-        size = self._size(rel)  # also raises SourceFileNotFoundError for a missing file
-        return io.BufferedReader(CachedView(self, rel, size, self.block_size), buffer_size=self.block_size)
+        """A seekable file over `rel`, read through the cache (`CachedView`)."""
+        view = CachedView(self, rel, self._size(rel))  # also raises SourceFileNotFoundError for a missing file
+        return io.BufferedReader(view, 64 << 10 if self.options.prefetch else self.options.block_size)
 
     def read_bytes(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
-        if self._held(rel):
-            with self.open(rel) as f:
-                size = self._size(rel)
-                lo = 0 if start is None else (start + size if start < 0 else start)
-                hi = size if end is None else (end + size if end < 0 else end)
-                f.seek(lo)
-                return f.read(max(0, hi - lo))
+        """Bytes `[start, end)` of `rel` in one request (metadata: read once per run, never cached)."""
         t0 = time.perf_counter()
         try:
             return self._fetch(rel, start, end)
@@ -166,212 +92,164 @@ class RemoteSource(RemoteStore):
             if rel.startswith("meta/"):
                 self.metadata_s += waited
 
-    def video_input(self, rel: str) -> str | BinaryIO:
-        """The local copy's path when `rel` is cached whole, a view of its cached ranges when it was admitted
-        (a `CachedView`: a decoder that reads on after a short read may turn on its `fills`), else a streaming
-        file."""
-        if not self._held(rel):
-            return self._stream(rel)
-        located = self.cached(rel, 0)
-        if located is not None and located.start == located.offset == 0 and located.end >= self._size(rel):
-            return located.path
-        return CachedView(self, rel, self._size(rel), self.block_size)
+    def video_input(self, rel: str) -> BinaryIO:
+        """An unbuffered `CachedView` of `rel` (a decoder that reads on after a short read may turn on its `fills`)."""
+        return CachedView(self, rel, self._size(rel))
 
-    # ------------------------------------------------------------------------------------ byte ranges
     def prepare(self, files: list[FileSpan]) -> int:
-        """Index every file of `files` that has a time span (an MP4) or an episode (a parquet data file) and
-        is not indexed yet, and turn each span into byte ranges (`dl.kits.remote.plans.FilePlans.prepare`).
-        Returns the bytes the spans need from the store (each file's index bytes once, plus the union of its
-        spans' ranges), kept as `selection_bytes`: where they fit in a process's share of `cache_bytes`, its cache
-        keeps released ranges for later epochs (`PrefetchCache.keep_released`); a larger selection would gain
-        nothing from them but disk use. Where the selection fits this process's cache, the bytes read to index the
-        files stay in it (`_keep_index_bytes`): every reader of a file reads them, and this host's other processes
-        of the run (its ranks, their DataLoader workers) copy them from there instead of fetching them again.
-
-        Raises:
-            SourceFileNotFoundError, RemoteReadError: as reads.
-        """
+        """Index the files of `files` not indexed yet and turn each span into byte ranges
+        (`dl.kits.remote.plans.FilePlans.prepare`); returns the bytes the spans need from the store. With prefetch
+        the indexes are read through the cache, where readers find them, but for each file's checked index bytes
+        (`moov`, parquet footer), which a reader fetches again and checks. Raises as reads."""
         t0 = time.perf_counter()
-        read: list[tuple[str, int, bytes]] = []  # what indexing read: (file, offset, bytes)
-
-        def remote_read(rel: str, start: int, end: int) -> bytes:
-            data = self.remote_read(rel, start, end)
-            read.append((rel, start, data))
-            return data
-
         try:
-            self.selection_bytes = self.plans.prepare(files, self._size, remote_read, self.url)
-            cache = self._state().cache  # made already if metadata was read through it
-            if cache is not None:
-                cache.keep_released = self._keeps(cache.limit)
-            if self.prefetch and read and self._keeps(self._cache().limit):
-                self._keep_index_bytes(read)
-            return self.selection_bytes
+            known = set(self.plans.files)
+            read = self._read_blocks if self.options.prefetch else self._fetch
+            needed = self.plans.prepare(files, self._size, read, self.url)
+            for rel in set(self.plans.files) - known if self.options.prefetch else ():
+                lo, hi = self.plans.files[rel].check[:2]  # fetched again by a reader, which checks them
+                for block in range(lo // BLOCK_BYTES, (hi - 1) // BLOCK_BYTES + 1):
+                    self._here().cache.remove(self._name(rel), block)
+            return needed
         finally:
             self.metadata_s += time.perf_counter() - t0
 
-    def _keep_index_bytes(self, read: list[tuple[str, int, bytes]]) -> None:
-        """Put what `prepare` read of indexed files (`(file, offset, bytes)`) in this process's cache, except each
-        file's `check` bytes (its `moov`, its parquet footer): a reader fetches those itself, and their digest is
-        what tells it the file changed since it was indexed (`_download`), so it never decodes new frames through
-        an old index."""
-        for rel, start, data in read:
-            plan = self.plans.files.get(rel)
-            if plan is None:
-                continue
-            lo, hi = plan.check[:2]
-            end = start + len(data)
-            for a, b in ((start, min(end, lo)), (max(start, hi), end)):
-                if a < b:
-                    self._cache().put(INDEX_KEY, rel, a, data[a - start:b - start])
+    def _read_blocks(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes `[start, end)` of `rel` through the cache."""
+        with self.open(rel) as f:
+            f.seek(start)
+            return f.read(end - start)
 
-    def admit(self, key: object, files: list[FileSpan]) -> None:
-        """Count what `key` needs and, with prefetch, queue its byte ranges for download (never blocks), those
-        its spans' `reads` rank first first (`dl.kits.remote.piece_order`).
-
-        Raises:
-            dl.kits.remote.file_cache.CacheLimitError: the ranges do not fit in the cache at all.
-        """
+    def admit(self, key: object, files: list[FileSpan], wait: bool = False) -> None:
+        """Count what `key` needs and, with prefetch, queue the downloads of its blocks (`wait`: fetch them all in
+        this thread instead, before returning, raising as reads)."""
         pieces, reads = [], []
         ordered = any(span.reads for span in files)
         for span in files:
             wanted, needed = self.plans.pieces(span, self._size)
-            pieces += wanted
+            pieces += [Piece(*p) for p in wanted]
             reads += self.plans.ranked(span, wanted) if ordered else []
             self.counters.add("bytes_needed", needed)
-        if self.prefetch:
-            proc = self._state()
-            if proc.first is None:
-                proc.first = (key, time.perf_counter())
-            checked = [Piece(rel, *self.plans.files[rel].check[:2]) for rel in {p.rel for p in pieces}
-                       if rel in self.plans.files]  # index bytes are checked in one piece (`_download`)
-            self._cache().admit(key, pieces, atomic=checked, reads=reads)
+        if not self.options.prefetch:
+            return
+        here = self._here()
+        runs = block_runs(pieces, reads, BLOCK_BYTES)
+        here.held.setdefault(key, []).extend(runs)
+        for run in sorted(runs) if wait else ():  # here, first to last, and those another process fetches waited for
+            self._fetch_blocks(run.rel, run.first, run.last, wait=True)
+        for run in runs if not wait else ():
+            here.prefetcher.submit(key, run.depth, lambda run=run: self._fetch_blocks(run.rel, run.first, run.last))
 
-    def fetches(self, files: Iterable[FileSpan]) -> bool:
-        """False when admitting `files` would download nothing: without prefetch (admission downloads nothing), or
-        when every range they need is downloaded in this process's cache or held by another cache of this host
-        (`PrefetchCache.on_host`: copied, not fetched), as in every epoch after the first of a selection that fits
-        the cache. Not looked up (True): a selection that does not fit (its ranges are not kept between epochs), or
-        a process whose cache has admitted nothing yet."""
-        if not self.prefetch:
-            return False
-        cache = self._cache()
-        if not cache.keep_released or cache.dir is None:
-            return True
-        return not cache.on_host([piece for span in files for piece in self.plans.pieces(span, self._size)[0]])
-
-    def expect(self, key: object, files: list[FileSpan]) -> None:
-        """Download the bytes of the `reads` of `files` next among those queued (`PrefetchCache.promote`)."""
-        if self.prefetch and self._state().cache is not None:
-            self._state().cache.promote([Piece(r.rel, r.start, r.end) for span in files if span.reads
-                                         for r in self.plans.ranked(span, self.plans.pieces(span, self._size)[0])])
-
-    def release(self, key: object) -> None:
-        if self.prefetch and self._state().cache is not None:
-            self._state().cache.release(key)
-
-    def discard(self, key: object) -> None:
-        proc = self._state()
-        if self.prefetch and proc.cache is not None:
-            proc.cache.release(key, keep=False)
-            if proc.settled is not None:  # children forked from now on do not look for what went
-                proc.settled = proc.cache.ready_pieces()
-
-    def settle(self) -> None:
-        """Wait for every admitted download of this process (see `PrefetchCache.settle`)."""
-        proc = self._state()
-        if self.prefetch and proc.cache is not None:
-            t0 = time.perf_counter()
-            proc.cache.settle()
-            self.counters.add("network_wait_us", int((time.perf_counter() - t0) * 1e6))
-            proc.settled = proc.cache.ready_pieces()  # held now, so children may read it
+    def release(self, key: object, drop: bool = False) -> None:
+        """Drop `key`'s downloads not started; `drop`: delete its blocks from the cache too."""
+        if not self.options.prefetch:
+            return
+        here = self._here()
+        here.prefetcher.cancel(key)
+        runs = here.held.pop(key, [])
+        for run in runs if drop else ():
+            for block in range(run.first, run.last + 1):
+                here.cache.remove(self._name(run.rel), block)
 
     def state(self) -> dict:
         """Listing facts and sizes, file plans and span ranges, and the seconds spent on metadata (JSON-ready)."""
-        return {"facts": self._facts, "sizes": self._sizes, **self.plans.state(),
-                "metadata_s": round(self.metadata_s, 6)}
+        return {"facts": self._facts, "sizes": self._sizes, **self.plans.state(), "metadata_s": self.metadata_s}
 
     def restore(self, state: dict) -> None:
-        """Take back `state()` from the process that listed and indexed the files: a file it listed is then opened
-        without a request for its size."""
+        """Take back `state()` from the process that listed and indexed the files (no request for their sizes)."""
         self._facts.update(state.get("facts", {}))
         self._sizes.update(state.get("sizes", {}))
         self.plans.restore(state)
         self.metadata_s = float(state.get("metadata_s", 0.0))
 
-    def _held(self, rel: str) -> bool:
-        """Whether reads of `rel` should look in this process's cache first."""
-        self.path(rel)  # refuse unsafe paths before anything else
-        proc = self._state()
-        if self.prefetch:
-            return self._cache().held(rel)
-        return rel in proc.inherited
-
-    def cached(self, rel: str, pos: int, wait: bool = True) -> Located | None:
-        """The local copy of the cached range of `rel` holding `pos` (waiting for its download; counted as a
-        cache hit, the wait as network wait), or None to read it remotely. `wait=False`: only a range already
-        downloaded, else None (`PrefetchCache.locate`)."""
-        proc = self._state()
-        t0 = time.perf_counter()
-        if self.prefetch:
-            located = self._cache().locate(rel, pos, wait)
-        else:
-            located = next((p for p in proc.inherited.get(rel, ()) if p.start <= pos < p.end
-                            and os.path.exists(p.path)), None)
-        waited = time.perf_counter() - t0
-        if waited > 1e-3:
-            self.counters.add("network_wait_us", int(waited * 1e6))
-        if located is not None:
+    def block_path(self, rel: str, block: int, wait: bool = True) -> str | None:
+        """The cache's file of block `block` of `rel`, fetched or waited for when not there (`wait=False`: None)."""
+        here, name = self._here(), self._name(rel)
+        path = here.cache.get(name, block)
+        if path is None and wait:
+            t0 = time.perf_counter()
+            self._fetch_blocks(rel, block, block, wait=True)
+            self.counters.add("network_wait_us", int((time.perf_counter() - t0) * 1e6))
+            path = here.cache.get(name, block)
+            if path is None:  # evicted at once: the cache is smaller than what is read at a time
+                raise DlError(f"{self.url}/{rel}: block {block} left the cache before it was read; raise the source "
+                              "option cache_bytes.")
+        if path is not None:
             self.counters.add("cache_hits")
-        return located
+        return path
 
-    def _download(self, rel: str, start: int, end: int, out: BinaryIO) -> None:
-        """Bytes `[start, end)` of `rel` written into `out` as they arrive, in `CHUNK_BYTES` requests (each retried
-        on its own, from where it stopped); the index bytes of a planned file are checked against those indexed
-        before the block completing them is written, so `out` never holds a changed index whole.
+    def _fetch_blocks(self, rel: str, first: int, last: int, wait: bool = False) -> None:
+        """Download the blocks `first..last` of `rel` not in the cache, one request per stretch of them whose locks
+        this thread takes; a block another thread or process holds is left to it (`wait`: waited for). Raises as
+        reads, and `RemoteReadError` for index bytes that changed since they were indexed (`_check`)."""
+        cache, name = self._here().cache, self._name(rel)
+        plan = self.plans.files.get(rel)
+        if plan is not None and first * BLOCK_BYTES < plan.check[1] and plan.check[0] < (last + 1) * BLOCK_BYTES:
+            first, last = min(first, plan.check[0] // BLOCK_BYTES), max(last, (plan.check[1] - 1) // BLOCK_BYTES)
+        last = min(last, (self._size(rel) - 1) // BLOCK_BYTES)
+        held: list[tuple[int, filelock.FileLock]] = []
+        try:
+            for block in range(first, last + 1):
+                if cache.get(name, block) is not None:
+                    self._download(rel, held)
+                    continue
+                lock = cache.lock(name, block)
+                try:
+                    lock.acquire(timeout=0)
+                except filelock.Timeout:  # another is fetching it
+                    self._download(rel, held)
+                    if not wait:
+                        continue
+                    lock.acquire()
+                if cache.get(name, block) is not None:  # fetched while this thread waited
+                    lock.release()
+                    self._download(rel, held)
+                else:
+                    held.append((block, lock))
+            self._download(rel, held)
+        finally:
+            for _, lock in held:
+                lock.release()
 
-        Raises:
-            RemoteReadError: a short range, or index bytes that changed since they were indexed.
-        """
+    def _download(self, rel: str, held: list) -> None:
+        """Fetch the blocks `held` (adjacent, their locks taken), writing each to the cache as its bytes arrive and
+        releasing its lock; `held` is empty after."""
+        if not held:
+            return
+        cache, name, size = self._here().cache, self._name(rel), self._size(rel)
+        start, end = held[0][0] * BLOCK_BYTES, min(size, (held[-1][0] + 1) * BLOCK_BYTES)
         plan = self.plans.files.get(rel)
         check = plan.check if plan is not None and start <= plan.check[0] and plan.check[1] <= end else None
-        seen, at = bytearray(), start
+        got = bytearray()
 
-        def take(block: bytes) -> None:
-            nonlocal at
-            if check is not None and at < check[1]:
-                seen.extend(block[max(0, check[0] - at):max(0, check[1] - at)])
-                if at + len(block) >= check[1] and digest(bytes(seen)) != check[2]:
-                    raise RemoteReadError(
-                        f"{self.url}/{rel} changed since it was indexed (bytes {check[0]}-{check[1]}, its container "
-                        "index or parquet footer, differ): its frames may have moved. Start the run again to index "
-                        "the new version.")
-            out.write(block)
-            at += len(block)
+        def take(data: bytes) -> None:
+            got.extend(data)
+            while held and len(got) >= min(size, (held[0][0] + 1) * BLOCK_BYTES) - start:
+                block, lock = held[0]
+                lo, hi = block * BLOCK_BYTES - start, min(size, (block + 1) * BLOCK_BYTES) - start
+                if check is not None and start + hi >= check[0]:
+                    self._check(rel, check, got, start)
+                cache.save(name, block, memoryview(got)[lo:hi])
+                lock.release()
+                held.pop(0)
 
-        for chunk in range(start, end, CHUNK_BYTES):
-            self.fetch_into(rel, chunk, min(chunk + CHUNK_BYTES, end), take)
+        self.fetch_into(rel, start, end, take)
         self.counters.add("ranges_prefetched")
         self.counters.add("bytes_prefetched", end - start)
 
-    def _first_admission_done(self) -> None:
-        """After a download: once the first piece of every range of this process's first admission is local
-        (what a reader starts on), count the wait."""
-        proc = self._state()
-        first = proc.first
-        if (first is not None and not proc.first_done and proc.cache is not None
-                and proc.cache.ready(first[0], depth=0)):
-            proc.first_done = True
-            self.counters.peak("first_admission_us", int((time.perf_counter() - proc.first[1]) * 1e6))
+    def _check(self, rel: str, check: tuple, got: bytearray, start: int) -> None:
+        """Raise when `got` (bytes from `start`) holds all of the index bytes `check` and they differ from those
+        indexed (its blocks are then never written whole)."""
+        if len(got) + start >= check[1] and digest(bytes(got[check[0] - start:check[1] - start])) != check[2]:
+            raise RemoteReadError(
+                f"{self.url}/{rel} changed since it was indexed (bytes {check[0]}-{check[1]}, its container index or "
+                "parquet footer, differ): its frames may have moved. Start the run again to index the new version.")
 
 
-class _ProcessState:
-    """What one process holds: its pid, its cache and its first admission (key, start time)."""
+class _Local:
+    """One process's cache, download threads and admitted blocks by key."""
 
-    def __init__(self, inherited: dict[str, list[Located]]):
-        self.pid, self.inherited = os.getpid(), inherited
-        self.cache: PrefetchCache | None = None
-        # a loader settled its admissions: the ranges ready then, which DataLoader workers forked later read
-        self.settled: dict[str, list[Located]] | None = None
-        self.first: tuple[object, float] | None = None
-        self.first_done = False
+    def __init__(self, cache: HostCache, prefetcher: Prefetcher):
+        self.pid, self.cache, self.prefetcher = os.getpid(), cache, prefetcher
+        self.held: dict[object, list] = {}
+

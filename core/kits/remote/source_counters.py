@@ -7,10 +7,9 @@ import threading
 from ...dataloader.shared_counters import SharedCounters
 
 COUNTERS = ("requests", "bytes_fetched", "retries", "throttled_429", "server_errors", "failures", "cache_hits",
-            "remote_reads", "ranges_prefetched", "bytes_prefetched", "bytes_needed", "cache_bytes_peak",
-            "network_wait_us", "first_admission_us", "ranges_from_peers", "bytes_from_peers")
+            "remote_reads", "ranges_prefetched", "bytes_prefetched", "bytes_needed", "network_wait_us")
 STATS_MERGE = dict.fromkeys(COUNTERS, "sum") | {"read_amplification": "mean", "network_wait_s": "max",
-                                                "first_admission_s": "max", "metadata_s": "max"}
+                                                "metadata_s": "max"}
 """How each figure of `SourceCounters.report` combines over ranks (`dl.ReportsStats.stats_merge`)."""
 
 
@@ -38,32 +37,20 @@ class SourceCounters:
         with self._locked():
             self.shared.add(name, n)
 
-    def peak(self, name: str, n: int) -> None:
-        """Raise this process's `name` to `n` if lower."""
-        with self._locked():
-            self.shared.set_max(name, n)
-
     def reset(self) -> None:
         self.shared.reset()
 
     def report(self, metadata_s: float) -> dict:
         """The counters summed over this process and its DataLoader workers since the last reset:
         `requests`, `bytes_fetched`, `retries` (of which `throttled_429` and `server_errors`), `failures`
-        (requests given up), `cache_hits` / `remote_reads` (reads served from cached ranges / from the store),
-        `ranges_prefetched` (downloads: a piece of the admitted ranges, or pieces following one another joined),
-        `bytes_prefetched`, `ranges_from_peers` and `bytes_from_peers` (downloads that copied bytes from the caches
-        of this host's other processes instead, and those bytes: the host's pass, other workers, other ranks;
-        `dl.kits.remote.peer_copies`), `bytes_needed` (what the admitted episodes'
-        frames and rows occupy), `read_amplification` (fetched / needed), `cache_bytes_peak` (each process's peak
-        reservation, summed), `network_wait_s` (seconds readers blocked on the network, summed over processes);
-        and the time to a first batch's data: `metadata_s` (given: listing, metadata and file indexes, on the
-        host) and `first_admission_s` (from a process's first admission until the first piece of each of its
-        ranges was local: what a reader starts on; the slowest process)."""
+        (requests given up), `cache_hits` / `remote_reads` (blocks read from this host's cache / reads sent to the
+        store without it), `ranges_prefetched` and `bytes_prefetched` (downloads into the cache and their bytes),
+        `bytes_needed` (what the admitted episodes' frames and rows occupy), `read_amplification` (fetched /
+        needed), `network_wait_s` (seconds readers blocked on the network, summed over processes) and `metadata_s`
+        (given: listing, metadata and file indexes, on the host)."""
         totals = self.shared.total()
         wait = totals.pop("network_wait_us") / 1e6
-        first = int(self.shared.values[:, COUNTERS.index("first_admission_us")].max())
-        totals.pop("first_admission_us")
         needed = totals["bytes_needed"]
         amplification = round(totals["bytes_fetched"] / needed, 3) if needed else None
         return {**totals, "read_amplification": amplification, "network_wait_s": round(wait, 3),
-                "metadata_s": round(metadata_s, 3), "first_admission_s": round(first / 1e6, 3)}
+                "metadata_s": round(metadata_s, 3)}

@@ -1,39 +1,32 @@
-"""Where a loader's reads of a video span fall in the span's bytes, placed from their times.
-
-A span's `dl.kits.remote.file_plan.Part` keeps its byte ranges (its frames from the keyframe at or before the
-first, in decode order, plus the decoder's read-ahead), not each frame's offset: the frame tables of a million
-episodes would not fit in every worker. It keeps at most `MAX_MARKS` of its keyframes instead (`keyframe_marks`:
-each one's time and offset in the span's bytes). A read of the frames between two times is placed from the last
-mark at or before its start (a keyframe: where the decoder starts) to the first mark after its end (every frame
-shown before a keyframe comes before it in the file, in a track without B-frames). A span without marks (B-frames,
-or a `Part` of another kind) is placed by proportion (a camera episode's frames are about the same size: a
-constant frame rate and GOP, as LeRobot records), widened by `MARGIN_BYTES` on both sides (the keyframe before its
-first frame, the estimate's error).
-
-A read is placed without the decoder's read-ahead (`dl.kits.mp4_index.READ_AHEAD_BYTES`): the decoder reads
-through a view that ends a buffer fill at bytes not downloaded yet (`dl.kits.remote.views.CachedView`'s `fills`),
-so the bytes past a read's frames come at the rank of the read that needs them. Placed with the read-ahead, every
-chunk of a `pool` loader also ranked the next chunk's first 64 KiB at its own rank: on open50 (~6 KB a frame)
-each round of first reads carried twice the bytes its frames need, and the link, full while an epoch downloads,
-delivered the frames the pool decodes next half as fast.
-
-Why marks: on open50 (12-frame GOPs, frame sizes that follow the scene) a proportional read missed the bytes the
-decoder read, at its start (the lead from the keyframe) or its end, for most chunks a `pool` loader opened; each
-miss made the decoder wait for the deeper piece holding them, a round trip in the decoding thread. A misplaced
-read costs time, never data: ranks only order downloads, and every byte of the span is fetched either way.
+"""Where a loader's reads of a video span fall in the span's bytes, placed from their times. A span's
+`dl.kits.remote.file_plan.Part` keeps its byte ranges and at most `MAX_MARKS` keyframes (`keyframe_marks`: time and
+offset in the span's bytes), not each frame's offset. A read is placed from the last mark at or before its start
+(where the decoder starts) to the first mark after its end (without B-frames, a frame shown before a keyframe comes
+before it in the file); a span without marks (B-frames) by proportion, widened by `MARGIN_BYTES`. A read is placed
+without the decoder's read-ahead (`dl.kits.remote.views.CachedView`'s `fills`). A misplaced read costs time, never
+data: ranks only order downloads.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 
 from ..mp4_index import READ_AHEAD_BYTES, SampleIndex
-from .piece_order import Ranked
+
+
+class Ranked(NamedTuple):
+    """Bytes `[start, end)` of the file `rel` that a reader reads at `rank` (0: first, then 1, ...)."""
+
+    rel: str
+    start: int
+    end: int
+    rank: int
+
 
 MARGIN_BYTES = 32 << 10
-"""Bytes a read placed by proportion is widened by at each end: ~5 frames of a 640x480 camera at real bitrates
-(~6 KB a frame), a GOP-2 keyframe before its first frame and the proportion's error."""
+"""Bytes a read placed by proportion is widened by at each end: ~5 frames of a 640x480 camera (~6 KB a frame)."""
 MAX_MARKS = 32
-"""The most keyframes a span keeps (evenly chosen among its keyframes when it has more): 256 bytes a span, so a
-million episodes' marks take 256 MB; every keyframe of a 12-frame-GOP episode of 384 frames (13 s at 30 fps)."""
+"""The most keyframes a span keeps (evenly chosen): 256 bytes a span, 256 MB for a million episodes."""
 MARK = np.dtype([("t", "<f4"), ("at", "<i4")])
 """A mark: seconds from the span's start (float32), offset into the span's bytes (int32)."""
 TIME_SLACK_S = 1e-3

@@ -1,17 +1,12 @@
-"""`RemoteStore`: every request a remote source makes, in one place: retried, counted and checked.
-
-Generic over fsspec filesystems (S3, GCS, the Hugging Face Hub, HTTP, memory...). Each request (listing, file
-facts, byte range) runs under a `dl.kits.remote.retry.RetryPolicy`, which retries transient errors with backoff
-and raises a clear error naming the URL when it gives up, and inside `dl.kits.remote.fork_guard.request_in_flight`
-(no DataLoader worker is forked in the middle of one). Counters (`dl.kits.remote.source_counters`) are summed
-over DataLoader workers. A range that comes back shorter than asked, or past the end of the file as listed, is
-an error naming the file (it changed since it was listed), never bytes handed on. Listings keep each file's size
-and fingerprint, so `fingerprint` asks nothing per listed file. `dl.kits.remote.source.RemoteSource` adds byte-range
-plans and prefetch on top.
+"""`RemoteStore`: every request a remote source makes, in one place: retried (`dl.kits.remote.retry`), counted
+(`dl.kits.remote.source_counters`, summed over DataLoader workers) and checked: a range shorter than asked, or past
+the end of the file as listed, is an error naming the file (it changed since it was listed), never bytes handed on.
+Generic over fsspec filesystems; listings keep each file's size and fingerprint, so `fingerprint` asks nothing.
 """
 
 import os
 import posixpath
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
@@ -19,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from ...contracts.errors import DlError
 from ...contracts.source import Source, file_facts
-from .fork_guard import request_in_flight
 from .retry import Failure, RemoteReadError, RetryPolicy, classify
 from .source_counters import STATS_MERGE, SourceCounters
 
@@ -28,8 +22,47 @@ if TYPE_CHECKING:
 
 
 STREAM_BLOCK_BYTES = 64 << 10
-"""Most bytes of a streamed response body a source hands on at a time (`RemoteStore.stream_range`): a cached range
-is ready once the block holding its last byte is in."""
+"""Most bytes of a streamed response body a source hands on at a time (`RemoteStore.stream_range`)."""
+FORK_WAIT_S = 60.0
+"""The longest a fork waits for this process's requests in flight (then it goes ahead)."""
+
+
+class _Requests:
+    """This process's requests in flight (`active`), and whether it is forking."""
+
+    def __init__(self):
+        self.cond, self.active, self.forking = threading.Condition(), 0, False
+
+
+_requests = _Requests()
+
+
+@contextmanager
+def in_flight() -> Iterator[None]:
+    """Marks one attempt of a request as in flight: a fork waits for it to end, and it waits for a fork to end. A
+    forked child keeps only the forking thread, and a lock another thread held inside a request (an HTTP client's
+    connection pool, which huggingface_hub closes in a forked child) would stay held there forever."""
+    with _requests.cond:
+        _requests.cond.wait_for(lambda: not _requests.forking)
+        _requests.active += 1
+    try:
+        yield
+    finally:
+        with _requests.cond:
+            _requests.active -= 1
+            _requests.cond.notify_all()
+
+
+def _forking(forking: bool) -> None:
+    with _requests.cond:
+        _requests.forking = forking
+        _requests.cond.notify_all()
+        _requests.cond.wait_for(lambda: not (forking and _requests.active), timeout=FORK_WAIT_S)
+
+
+# a forked child's only thread is in no request
+os.register_at_fork(before=lambda: _forking(True), after_in_parent=lambda: _forking(False),
+                    after_in_child=_requests.__init__)
 
 
 class _WriteFailed(DlError):
@@ -37,79 +70,48 @@ class _WriteFailed(DlError):
 
 
 class RemoteStore(Source):
-    """A dataset root on a remote fsspec filesystem whose every request is retried, counted and checked.
-
-    Args:
-        fs, root, name: as `dl.Source` (the bulk files: data and videos).
-        url: the dataset's URL for messages, results and cache keys (default: `fs.unstrip_protocol(root)`).
-        meta_fs, meta_root: where `meta/` lives when it is elsewhere (metadata on the Hub, data in a bucket).
-        retry: the retry policy of every request.
-        pinned: what `pinned_options()` returns.
-        fs_settings: `{filesystem class name: {attribute: value}}` set on each process's filesystem instances
-            (e.g. s3fs's own `retries` attribute, which its constructor does not take).
-
-    Raises (from reads): `SourceFileNotFoundError` (404: never retried), `dl.kits.remote.retry.RemoteReadError`
-    (also for a file that changed since it was listed).
-    """
+    """A dataset root (`fs`, `root`, `name`: as `dl.Source`; the bulk files) on a remote fsspec filesystem whose
+    every request runs under the policy `retry`, counted; `meta`: `(filesystem, root)` of `meta/` where it lives
+    elsewhere (metadata on the Hub, data in a bucket); `pinned`: what `pinned_options()` returns. Reads raise
+    `SourceFileNotFoundError` (404: never retried) and `RemoteReadError` (also for a file changed since listed)."""
 
     stats_merge = STATS_MERGE
 
-    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *, url: str | None = None,
-                 meta_fs: "fsspec.AbstractFileSystem | None" = None, meta_root: str | None = None,
-                 retry: RetryPolicy | None = None, pinned: dict | None = None,
-                 fs_settings: dict[str, dict] | None = None):
+    def __init__(self, fs: "fsspec.AbstractFileSystem", root: str, name: str, *,
+                 meta: "tuple[fsspec.AbstractFileSystem, str] | None" = None, retry: RetryPolicy | None = None,
+                 pinned: dict | None = None):
         super().__init__(fs, root, name)
-        if url is not None:
-            self.__dict__["url"] = url  # the cached_property's slot
-        self._meta_fs, self._meta_pid = meta_fs, os.getpid()
-        self._meta_local: tuple[int, fsspec.AbstractFileSystem] | None = None  # (pid, this process's meta_fs)
-        self.meta_root = (meta_root.rstrip("/") if meta_root is not None else None)
+        self.meta = Source(*meta, name) if meta else None  # its `fs`: this process's metadata filesystem
+        if meta:
+            self.__dict__["url"] = f"{fs.unstrip_protocol(self.root)} (metadata: {meta[0].unstrip_protocol(meta[1])})"
         self.retry = retry or RetryPolicy()
         self._pinned = dict(pinned or {})
-        self.fs_settings = dict(fs_settings or {})
         self.counters = SourceCounters()
         self._sizes: dict[str, int] = {}
         self._facts: dict[str, str] = {}  # fingerprints from listings
         self.metadata_s = 0.0  # seconds spent listing, reading metadata and indexing (host and this process)
 
-    def __getstate__(self):
-        return {**self.__dict__, "_meta_local": None}  # each process makes its own metadata filesystem
-
-    # ------------------------------------------------------------------------------------ requests
     @property
     def fs(self) -> "fsspec.AbstractFileSystem":
-        """This process's filesystem for the bulk files (rebuilt after fork, with `fs_settings` applied)."""
+        """This process's filesystem for the bulk files (rebuilt after fork, then `_tuned`)."""
         return self._tuned(Source.fs.fget(self))
 
-    @property
-    def meta_fs(self) -> "fsspec.AbstractFileSystem":
-        """This process's filesystem for `meta/` (the bulk one unless metadata lives elsewhere)."""
-        if self._meta_fs is None:
-            return self.fs
-        pid = os.getpid()
-        if self._meta_local is None or self._meta_local[0] != pid:
-            fs = self._meta_fs
-            self._meta_local = (pid, fs if pid == self._meta_pid else type(fs)(*fs.storage_args, **fs.storage_options))
-        return self._tuned(self._meta_local[1])
-
     def _tuned(self, fs: "fsspec.AbstractFileSystem") -> "fsspec.AbstractFileSystem":
-        for attribute, value in self.fs_settings.get(type(fs).__name__, {}).items():
-            if getattr(fs, attribute, None) != value:
-                setattr(fs, attribute, value)
+        """`fs` as this source uses it (a source turns off a filesystem's own retries here). Here as it is."""
         return fs
 
     def _where(self, rel: str) -> tuple["fsspec.AbstractFileSystem", str]:
         """(filesystem, full path) of `rel` (checked by `path`)."""
         full = self.path(rel)
-        if self.meta_root is not None and (rel == "meta" or rel.startswith("meta/")):
-            return self.meta_fs, self.meta_root + full[len(self.root):]
+        if self.meta is not None and (rel == "meta" or rel.startswith("meta/")):
+            return self._tuned(self.meta.fs), self.meta.root + full[len(self.root):]
         return self.fs, full
 
     def _call(self, rel: str, request):
-        """`request()` under the retry policy, counted."""
+        """`request()` under the retry policy, counted; each attempt `in_flight` (a fork waits for it)."""
         def attempt():
             self.counters.add("requests")
-            with request_in_flight():  # no DataLoader worker is forked in the middle of it (dl.kits.remote.fork_guard)
+            with in_flight():
                 return request()
 
         try:
@@ -126,12 +128,8 @@ class RemoteStore(Source):
             self.counters.add("server_errors")
 
     def _fetch(self, rel: str, start: int | None, end: int | None) -> bytes:
-        """Bytes `[start, end)` of `rel` (None: the file's start / end; negative: from the end), one request.
-
-        Raises:
-            RemoteReadError: fewer bytes came back than a bounded range asked for (the file is shorter than
-                listed or indexed: it changed).
-        """
+        """Bytes `[start, end)` of `rel` (None: the file's start / end; negative: from the end), one request. Raises
+        `RemoteReadError` where fewer bytes come back than a bounded range asks for (the file changed)."""
         if (start is not None and start < 0) or (end is not None and end < 0):
             size = self._size(rel)
             start = None if start is None else (start + size if start < 0 else start)
@@ -139,8 +137,14 @@ class RemoteStore(Source):
         if start is not None and end is not None and end <= start:
             return b""
         fs, path = self._where(rel)
+
+        def request() -> bytes:
+            with closing(self.stream_range(fs, path, start, end)) as blocks:  # closed: its response too
+                data = b"".join(blocks)
+            return data if end is None else data[:end - (start or 0)]
+
         with self._past_end(rel, start, end):
-            data = self._call(rel, lambda: self.request_range(fs, path, start, end))
+            data = self._call(rel, request)
         self.counters.add("bytes_fetched", len(data))
         if end is not None and len(data) != end - (start or 0) and (rel not in self._sizes or end <= self._sizes[rel]):
             raise self._short(rel, start or 0, end, len(data))
@@ -148,14 +152,9 @@ class RemoteStore(Source):
 
     def fetch_into(self, rel: str, start: int, end: int, write: Callable[[bytes], None]) -> None:
         """Bytes `[start, end)` of `rel` (non-negative offsets) handed to `write` in order as they arrive
-        (`stream_range`), so a caller may use the first before the last is in. A request cut off midway is retried
-        from the first byte not handed on yet: `write` sees each byte once.
-
-        Raises:
-            RemoteReadError: the file ends before `end` (it changed since it was listed), or transient errors past
-                the retry budget. SourceFileNotFoundError: as reads. Whatever `write` raises, as it is (never
-                retried).
-        """
+        (`stream_range`); a request cut off midway is retried from the first byte not handed on (`write` sees each
+        byte once). Raises `RemoteReadError` (the file ends before `end`: it changed; transient errors past the
+        budget), `SourceFileNotFoundError`, and whatever `write` raises, as it is (never retried)."""
         fs, path = self._where(rel)
         at = start
 
@@ -185,9 +184,10 @@ class RemoteStore(Source):
             except _WriteFailed as exc:
                 raise exc.__cause__ from None
 
-    def _short(self, rel: str, start: int, end: int, got: int) -> RemoteReadError:
+    def _short(self, rel: str, start: int, end: int, got: int | None) -> RemoteReadError:
+        said = "they lie past its end" if got is None else f"got {got}"
         return RemoteReadError(f"{self.url}/{rel}: asked for bytes {start}-{end} of a file listed at "
-                               f"{self._sizes.get(rel, '?')} bytes, got {got}: the file changed since it was listed. "
+                               f"{self._sizes.get(rel, '?')} bytes, {said}: the file changed since it was listed. "
                                "Start the run again to read the new version.")
 
     @contextmanager
@@ -197,22 +197,15 @@ class RemoteStore(Source):
             yield
         except RemoteReadError as exc:
             if exc.__cause__ is not None and classify(exc.__cause__).status == 416:
-                raise RemoteReadError(
-                    f"{self.url}/{rel}: bytes {start or 0}-{end} lie past the end of the file (listed at "
-                    f"{self._sizes.get(rel, '?')} bytes): the file changed since it was listed. Start the run again "
-                    "to read the new version.") from None
+                raise self._short(rel, start or 0, end, None) from None
             raise
 
-    def request_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int | None, end: int | None) -> bytes:
-        """One request for bytes `[start, end)` of `path` on `fs` (non-negative offsets or None). Sources
-        whose filesystem reads ranges in several requests, or retries on its own, override it."""
-        return fs.cat_file(path, start=start, end=end)
-
-    def stream_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int, end: int) -> Iterator[bytes]:
-        """One request for bytes `[start, end)` of `path` on `fs`, in blocks as the response arrives (the caller
-        stops at `end` and checks the length). Here one block, `request_range`'s; sources whose client reads a
-        response body in parts override it, so a download's first bytes are used before its last arrive."""
-        yield self.request_range(fs, path, start, end)
+    def stream_range(self, fs: "fsspec.AbstractFileSystem", path: str, start: int | None, end: int | None
+                     ) -> Iterator[bytes]:
+        """One request for bytes `[start, end)` of `path` on `fs` (None: from the start, to the end), in blocks as
+        they arrive (the caller stops at `end` and checks the length). Here one block (`cat_file`); a source overrides
+        it to use a download's first bytes before its last arrive, or to keep a client's own retries out."""
+        yield fs.cat_file(path, start=start, end=end)
 
     def _size(self, rel: str) -> int:
         size = self._sizes.get(rel)
@@ -224,17 +217,6 @@ class RemoteStore(Source):
         fs, path = self._where(rel)
         return self._call(rel, lambda: fs.info(path))
 
-    def remote_read(self, rel: str, start: int, end: int) -> bytes:
-        """Bytes `[start, end)` of `rel` from the store, counted as a remote read and network wait (the
-        views' reads outside the cache)."""
-        t0 = time.perf_counter()
-        try:
-            self.counters.add("remote_reads")
-            return self._fetch(rel, start, end)
-        finally:
-            self.counters.add("network_wait_us", int((time.perf_counter() - t0) * 1e6))
-
-    # ------------------------------------------------------------------------------------ the Source API
     def list_files(self, folder: str) -> dict[str, int]:
         """As `Source.list_files`, retried and counted; the sizes and fingerprints (`file_facts` of the
         listing's entries: ETag, checksum or time) are kept, so `fingerprint` asks nothing per file."""
@@ -269,7 +251,6 @@ class RemoteStore(Source):
     def pinned_options(self) -> dict:
         return dict(self._pinned)
 
-    # ------------------------------------------------------------------------------------ ReportsStats
     def reset_stats(self) -> None:
         """Zero the counters (the benchmark does after its single-process pass)."""
         self.counters.reset()

@@ -1,29 +1,30 @@
 """Seekable files over a remote file, as `dl.kits.remote.source.RemoteSource` hands them to decoders (torchcodec
-takes file-like objects) and to pyarrow: a `CachedView` serves the ranges the source's prefetch cache holds (a
-video's index and an episode's frames, a parquet footer and row groups) and reads anything else remotely, so a
-reader never waits for a whole file and never gets bytes that are not the file's."""
+takes file-like objects) and to pyarrow: a `CachedView` reads each block from this host's cache (fetching it, or
+waiting while another thread or process does), or, for a source without prefetch, straight from the store."""
 
 import io
 import os
-from typing import Protocol
 
-from .cache_entry import Located
-
-
-class Reads(Protocol):
-    """What the views need of their source."""
-
-    def remote_read(self, rel: str, start: int, end: int) -> bytes:
-        """Bytes `[start, end)` of `rel` from the store (counted as a remote read and as network wait)."""
-
-    def cached(self, rel: str, pos: int, wait: bool = True) -> Located | None:
-        """The local copy of the cached range of `rel` holding `pos`, waiting for its download (None: not
-        cached; with `wait=False`, also None while it is not downloaded)."""
+from .host_cache import BLOCK_BYTES
 
 
-class _Seekable(io.RawIOBase):
-    def __init__(self, rel: str, size: int):
-        self.rel, self.size, self.pos = rel, size, 0
+class CachedView(io.RawIOBase):
+    """A seekable raw file over the remote file `rel` of `size` bytes of `source` (the `RemoteSource` reading through
+    it; not annotated: that would import its module, which imports this one): a read returns the bytes of one block at
+    most (a short read), from the block's file in the cache (`source.block_path`), or, without prefetch, at most
+    `block_size` bytes from the store (`source.read_bytes`, counted as a remote read).
+
+    With `fills`, for a reader that fills a buffer by reading on after a short read until a read returns no bytes
+    (torchcodec's FFmpeg I/O callback), a read that follows a short one returns no bytes where the next block is not
+    in the cache yet: the fill ends there instead of waiting for bytes the decoder only reads ahead. Its next fill
+    (after a full or empty read, or a seek) waits for the bytes it needs, so a decoder gets every byte, only later.
+    Never for a reader that reads once per fill or takes a short read as the end of the file."""
+
+    def __init__(self, source, rel: str, size: int, fills: bool = False):
+        super().__init__()
+        self.source, self.rel, self.size, self.pos, self.fills = source, rel, size, 0, fills
+        self._fd: tuple[str, int] | None = None  # (path, fd) of the last block read
+        self._short = False  # the last read returned fewer bytes than asked (no seek since): a fill goes on
 
     def readable(self) -> bool:
         return True
@@ -35,59 +36,21 @@ class _Seekable(io.RawIOBase):
         return self.pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = max(0, base + offset)
-        return self.pos
-
-
-class CachedView(_Seekable):
-    """A seekable raw file over a remote file whose admitted ranges are cached: a read inside a cached range
-    is served from its local copy (up to the range's end: a short read, as files may give), waiting for its
-    download; a read elsewhere is fetched remotely, at most `block_size` bytes.
-
-    With `fills`, for a reader that fills a buffer by reading on after a short read until a read returns no bytes
-    (torchcodec: its FFmpeg I/O callback fills a 64 KiB buffer from a file object that way), a read that follows
-    a short one is served only from ranges already downloaded, and returns no bytes where the next range is not:
-    the fill ends there with what it has instead of waiting for bytes the decoder only reads ahead (the next
-    chunk's, downloaded later in the order the loader reads them: `dl.kits.remote.span_reads`). The reader's next
-    fill (a read after a full or an empty one, or after a seek) is for bytes it needs, and waits for them as any
-    read does, so a decoder gets every byte it reads, only later. With reads placed without the read-ahead
-    (`span_reads`), the window's first seconds serve more (`benchmarks/results/internals.md`, "Remote byte ranges").
-
-    Args:
-        source: the remote source (`Reads`).
-        rel: the file, relative to the source root.
-        size: its size in bytes.
-        block_size: the most bytes one remote read fetches.
-        fills: end a reader's fill at bytes not downloaded yet (above), for a reader that reads on after a short
-            read until a read returns no bytes (torchcodec: `dl.kits.video.torchcodec_video.open_video` turns it
-            on); never for one that reads once per fill (an empty read would end its file) or takes a short read
-            as the end of the file.
-    """
-
-    def __init__(self, source: Reads, rel: str, size: int, block_size: int, fills: bool = False):
-        super().__init__(rel, size)
-        self.source, self.block_size, self.fills = source, block_size, fills
-        self._fd: tuple[str, int] | None = None  # (path, fd) of the last local copy read
-        self._short = False  # the last read returned fewer bytes than asked (no seek since): a fill goes on
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._short = False
-        return super().seek(offset, whence)
+        self.pos = max(0, {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence] + offset)
+        return self.pos
 
     def readinto(self, buffer) -> int:
         n = min(len(buffer), self.size - self.pos)
         if n <= 0:
             return 0
-        ahead = self.fills and self._short
-        located = self.source.cached(self.rel, self.pos, wait=not ahead)
-        if located is not None:
-            data = os.pread(self._open(located.path), min(n, located.end - self.pos),
-                            self.pos - located.start + located.offset)
-        elif ahead:  # read ahead in a fill, bytes not downloaded yet: end the fill here
-            data = b""
+        if not self.source.options.prefetch:
+            self.source.counters.add("remote_reads")
+            data = self.source.read_bytes(self.rel, self.pos, self.pos + min(n, self.source.options.block_size))
         else:
-            data = self.source.remote_read(self.rel, self.pos, self.pos + min(n, self.block_size))
+            block, at = divmod(self.pos, BLOCK_BYTES)
+            path = self.source.block_path(self.rel, block, wait=not (self.fills and self._short))
+            data = b"" if path is None else os.pread(self._open(path), min(n, BLOCK_BYTES - at), at)
         buffer[: len(data)] = data
         self.pos += len(data)
         self._short = 0 < len(data) < n
