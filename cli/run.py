@@ -98,9 +98,9 @@ _DEFAULTS = RunSpec()
 @click.option("--storage-option", multiple=True, metavar="KEY=VALUE", help="A filesystem option of a remote source, "
               "e.g. endpoint_url=http://127.0.0.1:9000, profile=NAME, anon=true (repeatable; source option "
               "storage_options).")
-@click.option("--cache-dir", metavar="DIR", help="Where a remote source (hub, bucket) keeps the files it prefetches, "
-              "one folder per process named by host and pid (source option cache_dir) [node-local: $SLURM_TMPDIR, "
-              "else $TMPDIR, else dl's cache folder].")
+@click.option("--cache-dir", metavar="DIR", help="Where a remote source (hub, bucket) keeps the blocks it prefetches: "
+              "one folder per host, host-<name>, shared by every process on it (source option cache_dir) "
+              "[node-local: $SLURM_TMPDIR, else $TMPDIR, else dl's cache folder].")
 @click.option("--source-option", multiple=True, metavar="KEY=VALUE", help="An option of the source plugin "
               "(repeatable; `dl plugins` lists each plugin's options).")
 @click.option("--loader-option", multiple=True, metavar="KEY=VALUE", help="An option of the loader plugin, e.g. "
