@@ -70,6 +70,24 @@ def mixture_roots(dataset_factory, tmp_path_factory):
 
 
 @pytest.fixture
+def in_memory(tmp_path):
+    """`in_memory(folder, name)`: a copy of a dataset folder on fsspec's in-memory filesystem, read through `bucket`
+    as a remote source (it prefetches); its URL. Removed from memory after the test."""
+    import fsspec
+
+    memory, urls = fsspec.filesystem("memory"), []
+
+    def put(folder, name: str) -> str:
+        urls.append(f"memory://{tmp_path.name}-{name}")
+        memory.put(str(folder), urls[-1], recursive=True)
+        return urls[-1]
+
+    yield put
+    for url in urls:
+        memory.rm(url, recursive=True)
+
+
+@pytest.fixture
 def writable_copy(tmp_path):
     """`writable_copy(path)` -> a private copy of a dataset folder that a test may edit."""
 

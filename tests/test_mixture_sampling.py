@@ -123,24 +123,18 @@ def test_frames_weights_serve_every_frame_once_in_a_random_interleave(mixture_ro
     assert len({d for d, _ in first[:20]}) == 2, "the members are not interleaved"
 
 
-def test_an_undersampled_pool_member_admits_only_what_its_share_reads(mixture_roots, tmp_path):
+def test_an_undersampled_pool_member_admits_only_what_its_share_reads(mixture_roots, in_memory):
     """A prefetching source (`Prefetches.admit`: it starts fetching the episode) hears of a member's episode only
     when the member's pool opens it, as the mixture draws from it: 6 samples of tabular's 61 frames open 1 or 2 of
     its 7 episodes, not all of them. The member is read through `bucket` from fsspec's in-memory filesystem."""
-    import fsspec
-
-    memory, url = fsspec.filesystem("memory"), f"memory://{tmp_path.name}-tabular"
-    memory.put(str(mixture_roots["tabular"]), url, recursive=True)
-    try:
-        small = dl.make_dataset(str(mixture_roots["tabular_small"]), loader="pool")
-        large = dl.make_dataset(url, source="bucket", loader="pool", loader_options={"episode_pool_size": 1})
-        admitted, admit = [], large.meta.source.admit
-        large.meta.source.admit = lambda key, files: (admitted.append(key), admit(key, files))  # no workers
-        mix = dl.make_mixture([small, large], weights=[0.9, 0.1], samples_per_epoch=60, names=["s", "t"])
-        assert mix.quotas == [54, 6]
-        read = set()
-        for batch in dl.make_dataloader(mix, batch_size=4):
-            read |= {int(e) for d, e in zip(batch["dataset_index"], batch["episode_index"], strict=True) if d == 1}
-    finally:
-        memory.rm(url, recursive=True)
+    small = dl.make_dataset(str(mixture_roots["tabular_small"]), loader="pool")
+    large = dl.make_dataset(in_memory(mixture_roots["tabular"], "tabular"), source="bucket", loader="pool",
+                            loader_options={"episode_pool_size": 1})
+    admitted, admit = [], large.meta.source.admit
+    large.meta.source.admit = lambda key, files: (admitted.append(key), admit(key, files))  # no workers
+    mix = dl.make_mixture([small, large], weights=[0.9, 0.1], samples_per_epoch=60, names=["s", "t"])
+    assert mix.quotas == [54, 6]
+    read = set()
+    for batch in dl.make_dataloader(mix, batch_size=4):
+        read |= {int(e) for d, e in zip(batch["dataset_index"], batch["episode_index"], strict=True) if d == 1}
     assert set(read) <= set(admitted) and len(admitted) <= len(read) + 1 < len(large.episodes)

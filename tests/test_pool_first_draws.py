@@ -74,24 +74,16 @@ def test_chunks_past_the_horizon_rank_after_those_read_ahead_in_their_episode_or
 
 
 @pytest.fixture
-def remote_copy(tmp_path):
+def remote_copy(tmp_path, in_memory):
     """`remote_copy(name, config)`: a synthetic dataset written locally and put on fsspec's in-memory filesystem (a
-    remote source: it prefetches); its URL. Removed from memory after the test."""
-    import fsspec
-
+    remote source: it prefetches); its URL (`in_memory`)."""
     from dl.testing.synthetic import SyntheticConfig, write_synthetic_dataset
-
-    memory, urls = fsspec.filesystem("memory"), []
 
     def make(name: str, config: dict) -> str:
         write_synthetic_dataset(tmp_path / name, SyntheticConfig(**config))
-        urls.append(f"memory://{tmp_path.name}-{name}")
-        memory.put(str(tmp_path / name), urls[-1], recursive=True)
-        return urls[-1]
+        return in_memory(tmp_path / name, name)
 
-    yield make
-    for url in urls:
-        memory.rm(url, recursive=True)
+    return make
 
 
 def _admissions(url: str, **options):
