@@ -9,11 +9,13 @@ import sys
 import time
 from urllib.parse import urlsplit
 
+import boto3
+import botocore.exceptions
 import psutil
 import pytest
 
 from dl.testing.fault_proxy import FaultProxy
-from dl.testing.s3_server import S3Server
+from dl.testing.s3_server import CREDENTIALS, S3Server
 
 
 def test_serves_ranges_from_its_own_process_and_stops_with_its_context(tmp_path):
@@ -43,7 +45,7 @@ def test_keeps_connections_alive_across_ranged_reads(tmp_path):
 
 def test_stops_when_the_process_that_started_it_dies():
     parent = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom dl.testing.s3_server import S3Server\n"
+        "import sys, time\nfrom dl.testing.s3_server import CREDENTIALS, S3Server\n"
         "with S3Server() as s3:\n    print(s3.pid, flush=True)\n    time.sleep(600)\n")], stdout=subprocess.PIPE)
     server = psutil.Process(int(parent.stdout.readline()))
     parent.send_signal(signal.SIGKILL)  # no clean-up runs in the parent
@@ -60,3 +62,25 @@ def ended(process: psutil.Process) -> bool:
         return process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+@pytest.mark.parametrize(("header", "status", "body"), [
+    ("bytes=1000-1009", 206, (bytes(range(256)) * 4096)[1000:1010]),   # a range: its bytes alone
+    ("bytes=-5", 206, bytes(range(251, 256))),                          # a suffix range
+    ("bytes=1048570-", 206, bytes(range(250, 256))),                    # an open range to the end
+    ("bytes=0-1,5-6", 200, bytes(range(256)) * 4096),                   # several ranges: S3 sends the whole object
+    ("bytes=2000000-", 416, None),                                      # past the end
+])
+def test_answers_ranged_gets_as_s3_does(tmp_path, header, status, body):
+    # the server reads a range's bytes alone (not moto's whole object); what it answers is S3's answer
+    (tmp_path / "a.bin").write_bytes(bytes(range(256)) * 4096)  # 1 MiB, past moto's in-memory buffer
+    with S3Server() as s3:
+        s3.upload(tmp_path, "tests", "ds")
+        client = boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
+                              aws_access_key_id=CREDENTIALS["key"], aws_secret_access_key=CREDENTIALS["secret"])
+        try:
+            response = client.get_object(Bucket="tests", Key="ds/a.bin", Range=header)
+            got, answered = response["Body"].read(), response["ResponseMetadata"]["HTTPStatusCode"]
+        except botocore.exceptions.ClientError as exc:
+            got, answered = None, exc.response["ResponseMetadata"]["HTTPStatusCode"]
+    assert (answered, got) == (status, body)

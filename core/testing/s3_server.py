@@ -20,13 +20,16 @@ Known facts:
   from the request (its signature, else its body and path), then looks it up by listing moto's ~200 service
   packages on disk, under one lock that all server threads share. A real endpoint does none of it, and here the
   server shares the client's cores.
-- moto reads an object's every byte for each ranged GET, so its CPU per request grows with the object's size
-  (`benchmarks/results/internals.md`, "Loopback S3 server").
+- moto reads an object's every byte for each ranged GET and then slices the range, so its CPU per request grows with
+  the object's size (`benchmarks/results/internals.md`, "Loopback S3 server"). An S3 endpoint reads the range alone,
+  and its CPU is not the client's: this server hands moto's range handling a view that reads only the range's bytes
+  (`_read_ranges_only`).
 """
 
 import select
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from ..contracts.extras import require
@@ -99,16 +102,62 @@ class S3Server:
         return f"s3://{bucket}/{prefix}"
 
 
+class _ObjectBytes:
+    """An object's bytes as moto's ranged GET uses them (`len`, one slice), read from its buffer only where sliced."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def __len__(self) -> int:
+        return self.key.size
+
+    def __getitem__(self, where: slice) -> bytes:
+        start, stop, _ = where.indices(self.key.size)
+        with self.key.lock:
+            self.key._value_buffer.seek(start)
+            return self.key._value_buffer.read(max(0, stop - start))
+
+    def __iter__(self):  # the whole object, where moto answers a range it does not serve with all of it
+        yield self[:]
+
+
+def _read_ranges_only() -> None:
+    """Make moto's GET with a `Range` header read the range's bytes only (`_ObjectBytes`), not the whole object. It
+    wraps moto 5's `S3Response.get_object` and reads a key's `_value_buffer`; a moto without them is left as it is
+    (`tests/test_s3_server.py` checks what a ranged GET answers either way)."""
+    from moto.s3.models import FakeKey
+    from moto.s3.responses import S3Response
+
+    value = getattr(FakeKey, "value", None)
+    if not (isinstance(value, property) and "_value_buffer" in value.fget.__code__.co_names
+            and hasattr(S3Response, "get_object")):
+        return
+    ranged, get_object = threading.local(), S3Response.get_object
+
+    def object_bytes(key):
+        return _ObjectBytes(key) if getattr(ranged, "on", False) else value.fget(key)
+
+    def ranged_get_object(self):
+        ranged.on = bool(self.headers.get("range"))
+        try:
+            return get_object(self)
+        finally:
+            ranged.on = False
+
+    FakeKey.value = property(object_bytes, value.fset)
+    S3Response.get_object = ranged_get_object
+
+
 def serve() -> None:
     """The server process: serve moto's S3 WSGI application with waitress on a free port (HTTP/1.1, connections
     kept alive), print the port, serve until stdin ends (the parent closed it or exited)."""
     import logging
-    import threading
 
     from moto.moto_server.werkzeug_app import create_backend_app
     from waitress.server import create_server
 
     logging.getLogger("waitress").setLevel(logging.ERROR)  # no queue-depth warnings on stderr
+    _read_ranges_only()
     server = create_server(create_backend_app("s3"), host="127.0.0.1", port=0, threads=SERVER_THREADS,
                            connection_limit=1000)
     thread = threading.Thread(target=server.run, daemon=True)
