@@ -64,23 +64,27 @@ def ended(process: psutil.Process) -> bool:
         return True
 
 
-@pytest.mark.parametrize(("header", "status", "body"), [
+RANGED_GETS = [
     ("bytes=1000-1009", 206, (bytes(range(256)) * 4096)[1000:1010]),   # a range: its bytes alone
     ("bytes=-5", 206, bytes(range(251, 256))),                          # a suffix range
     ("bytes=1048570-", 206, bytes(range(250, 256))),                    # an open range to the end
     ("bytes=0-1,5-6", 200, bytes(range(256)) * 4096),                   # several ranges: S3 sends the whole object
     ("bytes=2000000-", 416, None),                                      # past the end
-])
-def test_answers_ranged_gets_as_s3_does(tmp_path, header, status, body):
+]
+
+
+def test_answers_ranged_gets_as_s3_does(tmp_path):
     # the server reads a range's bytes alone (not moto's whole object); what it answers is S3's answer
     (tmp_path / "a.bin").write_bytes(bytes(range(256)) * 4096)  # 1 MiB, past moto's in-memory buffer
+    answers = []
     with S3Server() as s3:
         s3.upload(tmp_path, "tests", "ds")
         client = boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
                               aws_access_key_id=CREDENTIALS["key"], aws_secret_access_key=CREDENTIALS["secret"])
-        try:
-            response = client.get_object(Bucket="tests", Key="ds/a.bin", Range=header)
-            got, answered = response["Body"].read(), response["ResponseMetadata"]["HTTPStatusCode"]
-        except botocore.exceptions.ClientError as exc:
-            got, answered = None, exc.response["ResponseMetadata"]["HTTPStatusCode"]
-    assert (answered, got) == (status, body)
+        for header, _, _ in RANGED_GETS:
+            try:
+                response = client.get_object(Bucket="tests", Key="ds/a.bin", Range=header)
+                answers.append((header, response["ResponseMetadata"]["HTTPStatusCode"], response["Body"].read()))
+            except botocore.exceptions.ClientError as exc:
+                answers.append((header, exc.response["ResponseMetadata"]["HTTPStatusCode"], None))
+    assert answers == RANGED_GETS
