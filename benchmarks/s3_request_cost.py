@@ -32,9 +32,10 @@ def main() -> None:
     objects = [int(x) for x in args.objects_mb.split(",")]
     ranges = [int(x) << 10 for x in args.ranges_kib.split(",")]
     with S3Server() as s3:
-        s3.filesystem().mkdir("bench")
+        uploads = s3.filesystem()
+        uploads.mkdir("bench")
         for mb in objects:
-            s3.filesystem().pipe_file(f"bench/o{mb}", os.urandom(mb << 20))
+            uploads.pipe_file(f"bench/o{mb}", os.urandom(mb << 20))
         fs, _ = bucket_filesystem("s3://bench", s3.storage_options())
         fs.cat_file(f"bench/o{objects[0]}", start=0, end=1)  # the client is made (its first request costs more)
         server = psutil.Process(s3.pid)
