@@ -45,7 +45,7 @@ def test_keeps_connections_alive_across_ranged_reads(tmp_path):
 
 def test_stops_when_the_process_that_started_it_dies():
     parent = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom dl.testing.s3_server import CREDENTIALS, S3Server\n"
+        "import sys, time\nfrom dl.testing.s3_server import S3Server\n"
         "with S3Server() as s3:\n    print(s3.pid, flush=True)\n    time.sleep(600)\n")], stdout=subprocess.PIPE)
     server = psutil.Process(int(parent.stdout.readline()))
     parent.send_signal(signal.SIGKILL)  # no clean-up runs in the parent
