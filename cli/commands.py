@@ -5,6 +5,7 @@ import click
 
 from dl import __version__
 
+from .cache import cache
 from .diagnose import diagnose
 from .info import info
 from .plugins import plugins
@@ -12,6 +13,7 @@ from .report import report
 from .run import run
 from .status import cancel, status
 from .synthetic_dataset import synthetic_dataset
+from .train import train
 from .transcode import transcode
 from .validate import validate
 
@@ -40,7 +42,8 @@ def cli():
     compares results of any runs. `dl plugins` lists the sources, loaders, decoders and schedulers installed.
     `dl info` summarizes a dataset, `dl validate` checks every file of it, `dl diagnose` walks the decode path
     of one frame per camera and says what breaks it. `dl transcode` re-encodes a dataset's videos (codec, GOP) into
-    a new dataset, e.g. H.264 for a GPU whose NVDEC has no AV1.
+    a new dataset, e.g. H.264 for a GPU whose NVDEC has no AV1. `dl train` runs LeRobot's own lerobot-train on
+    dl's loaders; `dl cache` shows and clears what dl keeps in its cache folder.
     """
 
 
@@ -54,4 +57,6 @@ cli.add_command(status)
 cli.add_command(cancel)
 cli.add_command(report)
 cli.add_command(transcode)
+cli.add_command(train)
+cli.add_command(cache)
 

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .console import make_console
 from .options import plugin_options
 
 
@@ -40,7 +41,7 @@ def diagnose(root, repo_id, source, source_option, decoder, decoder_option, epis
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2))
     else:
-        _render(found, Console())
+        _render(found, make_console())
     if not found.ok:
         sys.exit(1)
 

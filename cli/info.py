@@ -1,11 +1,13 @@
 """`dl info`: a dataset summary, including the codec info.json claims vs the one in the files, and how its
 timestamps are served."""
 
+import json
+
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .console import make_console
 from .options import plugin_options
 
 
@@ -17,7 +19,9 @@ from .options import plugin_options
 @click.option("--tolerance-s", type=click.FloatRange(0, min_open=True), default=1e-4, show_default=True,
               help="Say whether the first episode's timestamps are served with this tolerance (LeRobot's "
                    "tolerance_s, as `dl run --tolerance-s`).")
-def info(root, source, source_option, decoder, tolerance_s):
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout, for scripts (the tables "
+              "go to stderr).")
+def info(root, source, source_option, decoder, tolerance_s, as_json):
     """Summarize the LeRobot v3.0 dataset at ROOT: episodes, frames, fps, features, cameras (video streams with the
     codec info.json claims vs the stream's, or images stored in the data files), features dl leaves out, tasks,
     missing files, episodes whose metadata is wrong, and how the first complete episode's timestamps are served
@@ -32,7 +36,10 @@ def info(root, source, source_option, decoder, tolerance_s):
     episodes = list(meta.episodes.values())
     missing = meta.missing_files(episodes)
     broken = sorted({e for eps in missing.values() for e in eps})
-    console = Console()
+    console = make_console(stderr=as_json)
+    summary = {"root": src.url, "codebase_version": meta.info["codebase_version"], "robot_type": meta.info.get(
+        "robot_type"), "episodes": len(episodes), "info_total_episodes": meta.info.get("total_episodes"),
+        "frames": meta.total_frames, "fps": meta.fps, "tasks": len(meta.tasks), "features": [], "cameras": []}
     console.print(f"[bold]{escape(src.url)}[/]  LeRobot {escape(str(meta.info['codebase_version']))}, robot "
                   f"{escape(str(meta.info.get('robot_type')))}", highlight=False)
     total = meta.info.get("total_episodes")
@@ -46,6 +53,8 @@ def info(root, source, source_option, decoder, tolerance_s):
         served = (f"[yellow]no: {escape(meta.left_out[key])}[/]" if key in meta.left_out else
                   f"yes: {meta.depth[key].describe()}, float32 [1, H, W]" if key in meta.depth else "yes")
         features.add_row(escape(key), escape(str(feature.get("dtype"))), escape(str(feature.get("shape"))), served)
+        summary["features"].append({"key": key, "dtype": feature.get("dtype"), "shape": feature.get("shape"),
+                                    "served": key not in meta.left_out, "left_out": meta.left_out.get(key)})
     console.print(features)
     cameras = Table(title="cameras")
     for column in ("key", "stored as", "codec (info.json)", "codec (stream)", "size", "files"):
@@ -61,9 +70,14 @@ def info(root, source, source_option, decoder, tolerance_s):
         size = "-" if stream is None else f"{stream['width']}x{stream['height']}"
         kind = "video (depth, 12-bit codes)" if key in meta.depth else "video"
         cameras.add_row(escape(key), kind, escape(str(claimed)), codec, size, f"{len(present)}/{len(files)}")
+        summary["cameras"].append({"key": key, "stored_as": kind, "codec_info_json": claimed,
+                                   "codec_stream": None if stream is None else stream["codec"],
+                                   "size": None if stream is None else [stream["width"], stream["height"]],
+                                   "files_present": len(present), "files": len(files)})
     for key in meta.image_keys:
         cameras.add_row(key, "images in the data files", "-", "-", "x".join(map(str, meta.features[key]["shape"])),
                         "-")
+        summary["cameras"].append({"key": key, "stored_as": "images in the data files"})
     console.print(cameras)
     if meta.problems:
         console.print(f"[red]{len(meta.problems)} episode(s) with wrong metadata[/] (refused when selected):",
@@ -80,8 +94,13 @@ def info(root, source, source_option, decoder, tolerance_s):
         console.print("[green]all data and video files present[/] (their contents are not checked here: "
                       f"`dl validate {root}` opens every file)", highlight=False)
     complete = [e for e in episodes if e.index not in broken and e.index not in meta.problems]
+    summary.update(problems={str(e): why for e, why in meta.problems.items()}, missing_files=missing,
+                   complete_episodes=[e.index for e in complete])
     if complete:
-        console.print(_timestamps(meta, complete[0], tolerance_s), highlight=False, markup=False)
+        summary["timestamps"] = _timestamps(meta, complete[0], tolerance_s)
+        console.print(summary["timestamps"], highlight=False, markup=False)
+    if as_json:
+        click.echo(json.dumps(summary))
 
 
 def _timestamps(meta, episode, tolerance_s: float) -> str:

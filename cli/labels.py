@@ -16,15 +16,15 @@ ROWS = (
     ("single_proc_samples_per_s", "samples/s without workers (spread)"),
     ("fetch_pct", "  of its time: reading rows, converting, %"),
     ("decode_pct", "  of its time: decoding video, %"),
-    ("shuffle_randomness_frac", "distinct episodes per batch (ideal)"),
+    ("shuffle_randomness_frac", "distinct episodes per batch (best possible)"),
     ("init_s", "dataset built in, s"),
     ("first_batch_latency_s", "first batch after iter(), s"),
     ("p50_sample_latency_ms", "ms per sample, median"),
     ("p95_sample_latency_ms", "ms per sample, 95th percentile"),
     ("p99_sample_latency_ms", "ms per sample, 99th percentile"),
     ("peak_rss_gb", "peak memory, all processes, GB"),
-    ("pss_gb_at_window_end", "memory at window end, shared once, GB"),
-    ("video_decoder_cache", "video decoders reused/opened"),
+    ("pss_gb_at_window_end", "memory at window end, no page counted twice, GB"),
+    ("video_decoder_cache", "video reads from an open decoder / decoders opened"),
     ("window_samples", "samples measured"),
     ("resume_first_batch_s", "first batch after a resume, s"),
     ("total_time_s", "run time, s"),
@@ -33,14 +33,15 @@ ROWS = (
 
 CELLS = {
     "samples_per_s": "rate (spread %), marked `unsteady` over 50%",
-    "decoded_frames_pct_of_random_ceiling": "% of `decode_ceiling.random_frames_per_s` (the spread of its trials); "
+    "decoded_frames_pct_of_random_ceiling": "% of `decode_ceiling.random_frames_per_s` (how much its trials varied); "
                                             "`in order` over 100% when the loader decodes in order, `limit measured "
                                             "low` when the ceiling was (`decode_ceiling_exceeded`)",
-    "decoded_frames_pct_of_sequential_ceiling": "% of `decode_ceiling.sequential_frames_per_s` (the spread of its "
-                                                "trials)",
+    "decoded_frames_pct_of_sequential_ceiling": "% of `decode_ceiling.sequential_frames_per_s` (how much its trials "
+                                                "varied)",
     "single_proc_samples_per_s": "rate (`single_proc_spread_pct` %), marked `unsteady` over 50%",
     "shuffle_randomness_frac": "mean distinct episodes in a batch (`shuffle_randomness_frac` x batch size) `of` the "
-                               "batch size (the ideal: `shuffle_randomness_ideal` x batch size)",
+                               "batch size (the best a uniform draw gives: `shuffle_randomness_ideal` x batch size); "
+                               "`dl report` shows the same",
     "video_decoder_cache": "`video_decoder_cache.hits` / `.misses`",
 }
 """What a cell shows where it is more than the field's value."""
@@ -72,7 +73,7 @@ STATS = {
     "requests": "requests to the store, all processes",
     "bytes_fetched": "fetched, all processes",
     "bytes_needed": "needed by the episodes admitted",
-    "read_amplification": "fetched / needed",
+    "read_amplification": "fetched / needed (1 = each needed byte once)",
     "retries": "requests retried",
     "throttled_429": "  of which throttled (429)",
     "server_errors": "  of which server errors (5xx)",
@@ -84,7 +85,7 @@ STATS = {
     "network_wait_s": "readers waiting on the network, s, summed",
     "metadata_s": "metadata and file indexes, s (host)",
 }
-"""Labels of the figures the built-in plugins report (`dl.ReportsStats.stats`); a figure not named here shows
+"""Labels of the figures the built-in plugins report (`dl.ReportsStats.figures`); a figure not named here shows
 as its field name in words. A figure whose field names bytes (or `decode_budget`) shows as a size (MB, GB)."""
 
 MEMBER_STATS = {"samples": "samples drawn", "epochs_started": "its epochs started, most of a worker",
@@ -166,6 +167,8 @@ def stat_cell(key: str, value, batch_size: int | None = None) -> str:
             return format_size(value)
         if key == "shuffle_randomness_consumer_ideal" and batch_size:
             return f"{value * batch_size:.1f} of {batch_size}"
+        if key == "read_amplification":
+            return f"{value:.2f}x"
         if key.endswith("_s") and isinstance(value, float):
             return f"{value:.3f}"
     if isinstance(value, list):

@@ -10,8 +10,10 @@ import sys
 def main():
     """Console-script entry point."""
     from dl.bench.signals import Terminated, stop_once_on_signals
+    from dl.contracts.errors import show_warnings_as_lines
 
     stop_once_on_signals()
+    show_warnings_as_lines()  # dl's warnings as one `warning: ...` line each
     try:
         _run()
     except KeyboardInterrupt:

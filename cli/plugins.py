@@ -3,10 +3,11 @@
 import json
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
 from rich.text import Text
+
+from .console import make_console
 
 
 @click.command()
@@ -32,7 +33,7 @@ def plugins(as_json):
             "errors": loaded.errors,
         }, indent=2))
         return
-    console = Console()
+    console = make_console()
     console.print("[bold]dl plugins[/]: set an option with --source-option / --loader-option / --decoder-option / "
                   "--scheduler-option KEY=VALUE", highlight=False)
     for e in entries:  # a block per plugin, wrapped at spaces: no option's value is cut, however narrow the output

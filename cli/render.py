@@ -21,6 +21,14 @@ MIN_LABEL_WIDTH = 16
 """The narrowest the labels' column gets (its labels wrap at spaces) when many runs share the width."""
 SPREADS = {"samples_per_s": "samples_per_s_spread_pct", "single_proc_samples_per_s": "single_proc_spread_pct"}
 """The rates shown with the spread of their blocks (`dl.bench.steady.spread_pct`)."""
+MEASURED_IN = {"samples_per_s": "steady window", "single_proc_samples_per_s": "single-process"}
+"""The phase (`dl.bench.contention`, the result's `machine_load.phases`) each rate is measured in."""
+
+
+def busy_in(result: dict, key: str) -> bool:
+    """Whether other processes took more than their share of the machine while `key`'s rate was measured."""
+    phases = (result.get("machine_load") or {}).get("phases") or {}
+    return bool((phases.get(MEASURED_IN.get(key, "")) or {}).get("busy"))
 
 
 def _cell(result: dict, key: str) -> str:
@@ -36,15 +44,16 @@ def _cell(result: dict, key: str) -> str:
             return f"{text}: limit measured low"
         if value > 100:
             return f"{text}, in order"
-        return f"{text} ({spread:g}%)" if spread is not None else text
+        return f"{text} (trials varied {spread:g}%)" if spread is not None else text
     if key in SPREADS and value is not None and result.get(SPREADS[key]) is not None:
         spread = result[SPREADS[key]]
-        return f"{value} ({spread:g}%)" + (" unsteady" if spread > UNSTEADY_PCT else "")
+        return (f"{value} ({spread:g}%)" + (" unsteady" if spread > UNSTEADY_PCT else "")
+                + (" busy" if busy_in(result, key) else ""))
     if key == "video_decoder_cache" and isinstance(value, dict):
         return f"{value['hits']}/{value['misses']}"
     if key == "shuffle_randomness_frac" and value is not None and batch:
         ideal = result.get("shuffle_randomness_ideal")
-        return f"{value * batch:.1f} of {batch}" + (f" ({ideal * batch:.1f})" if ideal is not None else "")
+        return f"{value * batch:.1f} of {batch}" + (f" (best {ideal * batch:.1f})" if ideal is not None else "")
     return "-" if value is None else str(value)
 
 
@@ -167,9 +176,32 @@ def render_results(results: list[dict], console: Console, default_dataset: bool 
                 notes.append(IN_ORDER_NOTE.format(run=label, loader=(result.get("config") or {}).get("loader")))
             if result.get("decode_ceiling_warning"):
                 notes.append(f"{label}: {result['decode_ceiling_warning']}")
+            if (result.get("machine_load") or {}).get("busy_line"):
+                notes.append(f"{label}: {result['machine_load']['busy_line']}")
         for line in notes:  # wrapped at words to the console's width
             console.print(line, highlight=False, markup=False)
     for result in results:
         if result.get("status") != "ok":
             console.print(f"[bold red]{escape(str(result.get('name')))} failed:[/] {escape(str(result.get('error')))}",
                           highlight=False, soft_wrap=True)
+
+
+def render_repeats(summary: list[dict], console: Console) -> None:
+    """The repeats of each configuration (`dl.bench.repeats.summarize`): median (range) of each figure, then one line
+    per pair whose samples/s ranges overlap."""
+    from dl.bench.repeats import FIGURES, overlapping
+
+    table = Table(title="repeats: median (range) per configuration", header_style="bold")
+    for column in ("configuration", "runs", *(_REPEAT_LABELS[f] for f in FIGURES)):
+        table.add_column(column, justify="left" if column == "configuration" else "right")
+    for line in summary:
+        cells = [f"{line[f]['median']:g} ({line[f]['min']:g}-{line[f]['max']:g})" if f in line else "-"
+                 for f in FIGURES]
+        table.add_row(escape(line["run"]), str(line["repeats"]), *cells)
+    console.print(table)
+    for text in overlapping(summary):
+        console.print(text, highlight=False, markup=False)
+
+
+_REPEAT_LABELS = {"samples_per_s": "samples/s with workers", "single_proc_samples_per_s": "samples/s without workers",
+                  "first_batch_latency_s": "first batch s", "peak_rss_gb": "peak memory GB"}

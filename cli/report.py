@@ -12,6 +12,8 @@ from rich.table import Table
 
 from dl.contracts.errors import format_indices
 
+from .console import make_console
+
 HEADERS = {"samples_per_s": "samples/s", "decoded_frames_per_s": "frames/s", "peak_rss_gb": "peak RSS GB",
            "shuffle_randomness_frac": "shuffle", "first_batch_latency_s": "1st batch s",
            "p95_sample_latency_ms": "p95 ms", "samples_per_s_ratio": "samples/s ratio",
@@ -102,12 +104,16 @@ def _fit(title: str, lines: list[dict], headers: list[str], datasets: dict[str, 
 @click.option("--plot", is_flag=True, help="Also draw comparison.png (samples/s and peak RSS per run) and "
               "throughput.png (each run's samples/s over time); needs matplotlib, the plot extra (without it, the "
               "error says how to install it for this dl).")
-def report(paths, sort, reverse, filters, baseline, out_dir, plot):
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison (one object per run, as summary.csv) and "
+              "the repeats' medians and ranges as JSON on stdout, for scripts (the tables go to stderr).")
+def report(paths, sort, reverse, filters, baseline, out_dir, plot, as_json):
     """Compare benchmark results: every result JSON in PATHS (folders written by `dl run`, with any
     scheduler, or single files), multi-rank runs as their merged line, grouped by scenario, with the
     configuration columns that differ. Writes summary.csv; mixture runs (`dl run --mix`) also get a table of each
     member's share of samples next to its weight, and multi-rank runs a per-rank table (node, episodes admitted and
-    seen, episodes shared between ranks)."""
+    seen, episodes shared between ranks). Runs of `dl run --repeats` also get each configuration's median and range,
+    and a line for every two configurations whose ranges overlap (no difference shown)."""
+    from dl.bench.repeats import summarize
     from dl.bench.report import (
         dataset_names,
         differing,
@@ -120,7 +126,9 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
         summary_rows,
     )
 
-    console = Console()
+    from .render import render_repeats
+
+    console = make_console(stderr=as_json)
     rows = order(select(load_rows([Path(p) for p in paths]), list(filters)), sort, reverse)
     if not rows:
         console.print("no run matches the filters", highlight=False)
@@ -129,6 +137,8 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
     ratio = ratios(rows, baseline) if baseline else None
     lines = summary_rows(rows, columns, ratio)
     headers = list(dict.fromkeys(k for line in lines for k in line))
+    repeated = summarize([r.result for r in rows]) if any((r.result.get("config") or {}).get("repeat_of")
+                                                          for r in rows) else None
     datasets = dataset_names(rows)
     if "root" in columns:
         for root, name in datasets.items():
@@ -138,6 +148,8 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
     shown.sort(key=lambda h: ("run", "root", "episodes").index(h) if h in ("run", "root", "episodes") else 3)
     for table in _fit(f"dl report: {len(rows)} run(s)", lines, shown, datasets, console):
         console.print(table)
+    if repeated:
+        render_repeats(repeated, console)
     members = mixture_rows(rows)
     if members:
         mixed = Table(title="members of mixture runs: share of samples against weight", header_style="bold")
@@ -168,3 +180,5 @@ def report(paths, sort, reverse, filters, baseline, out_dir, plot):
         for made in (plot_comparison(rows, target / "comparison.png"),
                      plot_throughput(rows, target / "throughput.png")):
             console.print(f"plot: {made}", highlight=False, markup=False)
+    if as_json:  # the tables went to stderr
+        click.echo(json.dumps({"runs": lines, **({"repeats": repeated} if repeated else {})}, default=str))

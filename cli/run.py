@@ -3,6 +3,7 @@
 import contextlib
 import dataclasses
 import itertools
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from rich.console import Console
 from dl.bench.scenarios import SCENARIOS, scenario_options
 from dl.bench.spec import MODES, RunSpec
 
+from .console import make_console
+from .help_groups import GroupedCommand
 from .options import (
     PluginOption,
     parse_delta,
@@ -27,7 +30,22 @@ _SCENARIO_HELP = "\n".join(f"  {name}: {s['_about']}" for name, s in SCENARIOS.i
 _DEFAULTS = RunSpec()
 
 
-@click.command(epilog=f"\b\nScenarios (--scenario):\n{_SCENARIO_HELP}\n\n\b\nExamples:\n"
+RUN_GROUPS = {
+    "What to load": ["scenario", "root", "episodes", "modes", "deltas", "features", "image_dtype", "tolerance_s",
+                     "frame_pairing", "strict", "source", "source_option", "repo_id", "revision", "data_files_root",
+                     "storage_option", "cache_dir", "mix", "mix_weights", "mix_rename", "mix_features",
+                     "mix_samples_per_epoch"],
+    "How to load": ["loader", "loader_option", "decoder", "decoder_option", "batch_size", "workers", "prefetch_factor",
+                    "budgets", "seed"],
+    "What to measure": ["warmup_batches", "warmup_s", "duration", "single_proc_s", "single_proc_samples", "ceiling_s",
+                        "repeats", "out_dir", "as_json"],
+    "Where to run": ["scheduler", "scheduler_option", "resource", "wait", "world_size"],
+}
+"""`dl run --help`'s headings and the options under each (`GroupedCommand`)."""
+
+
+@click.command(cls=GroupedCommand, groups=RUN_GROUPS,
+               epilog=f"\b\nScenarios (--scenario):\n{_SCENARIO_HELP}\n\n\b\nExamples:\n"
                "  dl run                                   # embedded default dataset, map loader, 2 workers\n"
                "  dl run --root DATASET --episodes 0,3-6 --mode single,sarm --num-workers 0,2\n"
                "  dl run --scenario mmap_local_maxworkers --root DATASET --duration 60\n"
@@ -128,9 +146,14 @@ _DEFAULTS = RunSpec()
               "every member whole at least once].")
 @click.option("--out-dir", help=f"Folder for the results: one JSON per run and results.csv, which covers every "
               f"result in the folder [{_DEFAULTS.out_dir}].")
+@click.option("--repeats", type=click.IntRange(1), default=1, show_default=True, help="Run each configuration this "
+              "many times, interleaved (A B C, B C A, ...), each in a fresh process, and report the median and range "
+              "of each rate.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results (and the repeats' summary) as JSON on "
+              "stdout, for scripts; everything else goes to stderr.")
 def run(scenario, modes, deltas, workers, budgets, episodes, source_option, loader_option, decoder_option,
         scheduler_option, resource, wait, repo_id, revision, data_files_root, storage_option, cache_dir, mix,
-        mix_weights, mix_rename, mix_features, mix_samples_per_epoch, **given):
+        mix_weights, mix_rename, mix_features, mix_samples_per_epoch, repeats, as_json, **given):
     """Benchmark dataloading: samples/s, decoded frames/s, fetch vs decode split, shuffle randomness,
     latency percentiles, peak RSS of the process tree, decoder cache counters.
 
@@ -152,14 +175,23 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
         raise click.BadParameter(f"{', '.join(bad)}: choose from {', '.join(MODES)}", param_hint="--mode")
     from dl.bench.loopback import needs_loopback, serve_on_loopback
     from dl.bench.mixture_run import prepare_mixture
+    from dl.bench.repeats import interleaved, summarize
     from dl.bench.results import keep_earlier_results
-    from dl.bench.session import check_dataset, check_plugins, finish, resolve_decoder, submit_specs, write_snapshot
+    from dl.bench.session import (
+        check_dataset,
+        check_plugins,
+        finish,
+        resolve_decoder,
+        stream_warnings,
+        submit_specs,
+        write_snapshot,
+    )
     from dl.host.manager import get_plugins
 
-    from .render import codec_fixes, render_results
+    from .render import codec_fixes, render_repeats, render_results
     from .status import follow, render_statuses
 
-    console = Console()
+    console = make_console(stderr=as_json)
     remote = (repo_id, revision, data_files_root, storage_option, cache_dir)
     bases = [_base_spec(name, given, deltas, episodes, source_option, loader_option, decoder_option, resource, remote)
              for name in scenarios]
@@ -193,12 +225,13 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
                 base = prepare_mixture(base, writable_folder(base.out_dir, create=True) / "specs")
             else:
                 meta = check_dataset(base)
-                base = resolve_decoder(base, meta)
+                base = stream_warnings(resolve_decoder(base, meta), meta)
                 for line in codec_fixes(base.decoder_calibration or {"decoders": {}}):
                     console.print(line, highlight=False, soft_wrap=True, markup=False)
                 base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
             specs += [_with_budget(dataclasses.replace(base, mode=m, num_workers=w, name=""), b)
                       for m, w, b in itertools.product(mode_list, worker_list, budget_list)]
+        specs = interleaved(specs, repeats)
         for line in keep_earlier_results(specs, out_dir):  # a result of another run is never replaced unseen
             console.print(line, highlight=False, markup=False)
         submission = submit_specs(scheduler, specs, out_dir)
@@ -212,7 +245,13 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     if scheduler.queues:
         render_statuses(submission, statuses, console)
     results, in_folder = finish(submission, statuses, out_dir)
-    render_results(results, console, default_dataset=default_dataset)
+    summary = summarize(results) if repeats > 1 else None
+    if as_json:
+        click.echo(json.dumps({"results": results, **({"repeats": summary} if summary else {})}))
+    else:
+        render_results(results, console, default_dataset=default_dataset)
+        if summary:
+            render_repeats(summary, console)
     written = sum(Path(out_dir, f"{r['name']}.json").is_file() for r in results)
     console.print(f"results: {written} JSON file(s) written to {out_dir}/; {out_dir / 'results.csv'} lists all "
                   f"{in_folder} result(s) in that folder.", highlight=False, markup=False)

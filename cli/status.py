@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .console import make_console
+
 STATE_STYLE = {"pending": "yellow", "running": "cyan", "done": "green", "failed": "bold red", "cancelled": "magenta"}
 
 
@@ -83,7 +85,7 @@ def status(out_dir, wait, poll_s, log_lines):
 
     from .render import render_results
 
-    console = Console()
+    console = make_console()
     submission = load_submission(Path(out_dir))
     scheduler = _scheduler(submission)
     statuses = follow(scheduler, submission, console, poll_s) if wait else scheduler.status(submission)
@@ -109,4 +111,4 @@ def cancel(out_dir, runs):
 
     submission = load_submission(Path(out_dir))
     _scheduler(submission).cancel(submission, list(runs) or None)
-    Console().print(f"cancelled {', '.join(runs) if runs else 'every run'} of {out_dir}", highlight=False)
+    make_console().print(f"cancelled {', '.join(runs) if runs else 'every run'} of {out_dir}", highlight=False)

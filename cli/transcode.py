@@ -8,6 +8,7 @@ from rich.table import Table
 
 from dl.transcode.options import CODECS, DEFAULT_CRF, DEFAULT_PRESET, PIX_FMTS
 
+from .console import make_console
 from .options import parse_key_values, plugin_options
 
 
@@ -97,7 +98,7 @@ def transcode(src, dst, codec, gop, crf, preset, pix_fmt, bframes, min_psnr, tol
             console.print(f"interrupted: {kept} video file(s) re-encoded and verified are kept in {dst}; run the "
                           "same command to continue.", highlight=False, soft_wrap=True, markup=False)
             raise
-    _summary(record, dst, Console())
+    _summary(record, dst, make_console())
 
 
 def _summary(record: dict, dst: str, console: Console) -> None:

@@ -20,13 +20,14 @@ holds them to it):
 - `dl.bench`: the benchmark behind `dl run`, with the scheduler runner; `dl.testing`: synthetic datasets,
   conformance suites, loopback servers; `dl.plugins`: the built-in plugins; `dl.cli`: the command line.
 
-`import dl` is cheap: the names below load on first use (torch only when a loader is built).
+`import dl` is cheap and changes no process-wide state: the names below load on first use (torch only when a loader
+is built); dl's warnings are `DlWarning`s through the standard `warnings` machinery, printed as one
+`warning: ...` line each by dl's commands (`dl.contracts.errors.show_warnings_as_lines`, which a program may call
+too).
 """
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
-
-from .contracts.errors import show_warnings_as_lines
 
 _EXPORTS = {
     "make_dataset": "host.api", "make_dataloader": "host.api", "assemble": "host.assembly",
@@ -50,8 +51,6 @@ except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0"
 
 __all__ = [*sorted(_EXPORTS), "__version__"]
-
-show_warnings_as_lines()  # dl's warnings print as one `warning: <file>: ...` line each
 
 
 def __getattr__(name: str):

@@ -4,8 +4,8 @@
 #      plugins/ and cli/ is in both;
 #   2. install the wheel with no extras into a fresh venv (torch/torchcodec pinned as in scripts/setup.sh);
 #   3. from an empty folder: dl --help, dl plugins, a short dl run on the embedded default dataset, dl transcode of a
-#      tiny synthetic dataset, dl validate of a synthetic dataset with a PNG image feature, and dl report --plot,
-#      which must fail in one line saying what to install (the `plot` extra's requirement).
+#      tiny synthetic dataset, dl validate of a synthetic dataset with a PNG image feature, and dl report --plot and
+#      dl train, which must each fail in one line saying what to install (the `plot` and `lerobot` extras).
 # Usage: scripts/check_wheel.sh [WORK_DIR]   (default: a fresh temporary folder, removed at the end)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,4 +60,10 @@ grep -q "Traceback" "$work/out.txt" && { cat "$work/out.txt"; fail "dl report --
 grep -q "pip install .matplotlib" "$work/out.txt" ||
   { cat "$work/out.txt"; fail "dl report --plot does not say what to install"; }
 say "$(grep -m1 -i "error" "$work/out.txt")"
+
+say "dl train without LeRobot names the extra to install"
+if "$dl" train --dataset.repo_id=x > "$work/out.txt" 2>&1; then cat "$work/out.txt"; fail "dl train worked"; fi
+grep -q "Traceback" "$work/out.txt" && { cat "$work/out.txt"; fail "dl train printed a traceback"; }
+grep -q "pip install 'dl\[lerobot\]'" "$work/out.txt" ||
+  { cat "$work/out.txt"; fail "dl train does not say what to install"; }
 say "passed"

@@ -78,7 +78,7 @@ def test_one_thread_downloads_a_block_while_the_others_wait(dataset_factory, tmp
         thread.join(timeout=60)
     assert len(set(paths)) == 1 and len(paths) == 6
     assert Path(paths[0]).read_bytes() == (root / rel).read_bytes()[BLOCK_BYTES:2 * BLOCK_BYTES]
-    assert source.stats()["bytes_fetched"] == BLOCK_BYTES and source.stats()["ranges_prefetched"] == 1
+    assert source.figures()["bytes_fetched"] == BLOCK_BYTES and source.figures()["ranges_prefetched"] == 1
 
 
 @pytest.mark.parametrize(("slurm", "tmp", "expected"), [("slurm", "tmp", "slurm"), (None, "tmp", "tmp"),

@@ -72,12 +72,12 @@ def test_an_lfs_file_is_resolved_once_and_read_from_the_cdn_without_the_token(hu
     repo = publish(hub, small_dataset)
     source = loopback_hub_source(hub, repo)
     rel, data, ranges = video_ranges(small_dataset, 5)
-    start, before = len(hub.requests), source.stats()["requests"]
+    start, before = len(hub.requests), source.figures()["requests"]
     assert b"".join(source.read_bytes(rel, lo, hi) for lo, hi in ranges) == data
     served = [path for _, path in hub.requests[start:]]
     assert [p for p in served if "/resolve/" in p] == [f"/datasets/{repo}/resolve/{source.sha}/{rel}"]
     assert len([p for p in served if p.startswith("/cdn/")]) == len(ranges) and len(served) == len(ranges) + 1
-    assert source.stats()["requests"] - before == len(served)  # the redirect counted too
+    assert source.figures()["requests"] - before == len(served)  # the redirect counted too
     assert f"Bearer {token}" in hub.authorizations and hub.cdn_authorizations == []  # the token stays on the Hub
 
 
@@ -107,7 +107,7 @@ def test_a_cdn_url_refused_is_resolved_again(hub, small_dataset):  # noqa: F811
     assert source.read_bytes(rel, c, d) == data[c:d]
     served = [path for _, path in hub.requests[start:]]
     assert [p.split("/")[1] for p in served] == ["cdn", "datasets", "cdn"]  # refused, resolved, served
-    assert source.stats()["retries"] == 0 and source.stats()["failures"] == 0
+    assert source.figures()["retries"] == 0 and source.figures()["failures"] == 0
 
 
 def test_unknown_repo_and_revision(hub, small_dataset):  # noqa: F811

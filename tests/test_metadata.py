@@ -55,7 +55,10 @@ def test_load_info_fps_features_and_video_keys(small_dataset):
     assert meta.info["codebase_version"] == "v3.0"
     assert meta.total_frames == int(cfg.episode_lengths().sum())
     assert set(DEFAULT_KEYS) <= set(meta.features)
-    assert meta.stats["index"]["min"] == [0] and meta.stats["index"]["max"] == [meta.total_frames - 1]
+    assert meta.stats_document["index"]["min"] == [0] and meta.stats_document["index"]["max"] == [meta.total_frames - 1]
+    assert meta.stats["index"]["max"].tolist() == [meta.total_frames - 1]  # LeRobot's meta.stats: tensors
+    assert str(meta.stats["index"]["max"].dtype) == "torch.int64"
+    assert str(meta.stats["observation.state"]["mean"].dtype) == "torch.float32"
     assert meta.source.url == f"file://{small_dataset}"
 
 

@@ -129,7 +129,7 @@ def test_decoded_bytes_stay_within_the_budget(video_root):
     budget = 2 * 4 * FRAME
     ds = pool(video_root, episode_pool_size=3, decode_budget=budget, decode_chunk_frames=4)
     consume(ds, 2)
-    stats = ds.stats(2, 3)
+    stats = ds.figures(2, 3)
     assert stats["decode_open_chunks"] == 2 and stats["decode_budget"] == budget
     assert 0 < stats["decode_buffer_bytes_peak"] <= 2 * budget, "summed over 2 workers, each within its budget"
     assert stats["frames_decoded"] == len(every_index(ds)) and stats["chunks_decoded"] > 0
@@ -159,7 +159,7 @@ def test_no_budget_no_warning_and_the_chunk_level_off(video_root):
 def test_auto_chunk_frames_fit_a_chunk_per_open_episode(video_root, pool_size, budget, chunk_frames, open_chunks):
     ds = pool(video_root, episode_pool_size=pool_size, decode_budget=budget)
     assert (ds.order.chunk_frames, ds.order.open_chunks) == (chunk_frames, open_chunks)
-    assert ds.stats(0, 4)["decode_chunk_frames"] == chunk_frames
+    assert ds.figures(0, 4)["decode_chunk_frames"] == chunk_frames
     assert sorted(int(s["index"]) for s in ds) == every_index(ds)
 
 
@@ -190,7 +190,7 @@ def test_auto_chunk_frames_fit_the_episodes_a_worker_opens(video_root, monkeypat
     assert sorted(i for b in batches for i in b["index"].tolist()) == every_index(ds)
     assert all(read_frame_code(f) == (i, 0) for b in batches for i, f in zip(b["index"].tolist(), b[CAM0],
                                                                                  strict=True))
-    assert ds.stats(2, 3)["decode_chunk_frames"] == 4
+    assert ds.figures(2, 3)["decode_chunk_frames"] == 4
     dl.make_dataloader(ds, batch_size=3, num_workers=0)
     assert ds.order.chunk_frames == alone and len(grids) == 1
     given = pool(video_root, episode_pool_size=5, decode_budget=budget, decode_chunk_frames=3)

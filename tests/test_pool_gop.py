@@ -120,4 +120,4 @@ def test_the_pool_cuts_chunks_on_the_keyframe_grid(tmp_path):
     ds = pool(tmp_path, episode_pool_size=3, decode_budget=3 * 8 * FRAME)  # 8 frames fit; the GOP is 6
     assert (ds.order.chunk_frames, ds.order.open_chunks) == (6, 4)
     assert sorted(int(s["index"]) for s in ds) == every_index(ds)
-    assert ds.stats(0, 4)["decode_chunk_frames"] == 6
+    assert ds.figures(0, 4)["decode_chunk_frames"] == 6

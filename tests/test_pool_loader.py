@@ -169,7 +169,7 @@ def test_pool_holds_tabular_rows_only(video_root):
     root = video_root
     ds = pool(root, episode_pool_size=2)
     assert sum(1 for _ in torch.utils.data.DataLoader(ds, batch_size=4, num_workers=0)) > 0
-    stats = ds.stats(0, 4)
+    stats = ds.figures(0, 4)
     assert {"episode_pool_size", "episodes_admitted", "pool_bytes_peak", "shuffle_randomness_consumer_ideal"} <= set(
         stats)
     assert stats["episode_pool_size"] == 2 and stats["episodes_admitted"] == len(ds.episodes) == 5
@@ -189,7 +189,7 @@ def test_resume_fast_forward_is_reported(dataset_factory):
     resumed = resumable(root, 0, 4, episode_pool_size=2)
     resumed.load_state_dict(loader.state_dict())
     assert sum(len(batch["index"]) for _, batch in resumed) == len(every_index(resumed.dataset)) - 20
-    assert resumed.dataset.stats(0, 4)["resume_fast_forward_s"] > 0
+    assert resumed.dataset.figures(0, 4)["resume_fast_forward_s"] > 0
 
 
 def test_frames_are_decoded_as_samples_leave_the_pool(video_root, monkeypatch):
@@ -214,7 +214,7 @@ def test_episodes_admitted_summed_over_workers(dataset_factory):
     root = dataset_factory(**TABULAR)
     ds = pool(root, episode_pool_size=2)
     consume(ds, 2)
-    assert ds.stats(2, 3)["episodes_admitted"] == 7
+    assert ds.figures(2, 3)["episodes_admitted"] == 7
 
 
 @pytest.mark.parametrize(("pool_size", "wanted"), [(3, 6), (200, 12)])

@@ -25,18 +25,18 @@ def test_the_ceiling_downloads_its_episodes_once_and_drops_them(s3, dataset_fact
     first = episodes[:1]
     source.reset_stats()
     source.admit("probe", meta.file_spans(first[0]), wait=True)
-    one_episode = source.stats()["bytes_fetched"]
+    one_episode = source.figures()["bytes_fetched"]
     source.release("probe", drop=True)
     source.reset_stats()
     ceiling = decode_ceiling(meta, CpuDecoder(), episodes, seconds=0.4, num_workers=1)
     assert ceiling is not None and ceiling["random_frames_per_s"] > 0 and ceiling["sequential_frames_per_s"] > 0
-    stats = source.stats()
+    stats = source.figures()
     assert stats["remote_reads"] == 0, "the trials streamed frames from the server"
     assert planned <= stats["bytes_fetched"] == stats["bytes_prefetched"]  # every episode (all fit the limit)
     assert stats["bytes_fetched"] <= planned + 2 * BLOCK_BYTES * len(meta.files)  # each block once
     source.reset_stats()
     source.admit("again", meta.file_spans(first[0]), wait=True)
-    assert source.stats()["bytes_fetched"] == one_episode, "the ceiling's copies outlived it"
+    assert source.figures()["bytes_fetched"] == one_episode, "the ceiling's copies outlived it"
     source.release("again")
 
 

@@ -37,7 +37,7 @@ def test_bucket_every_frame_exactly_once_under_faults(s3, small_dataset, loader,
     with FaultProxy(s3.endpoint_url, faults=FAULTS) as proxy:
         source = s3_source(s3, url, proxy.endpoint_url, prefetch=prefetch, block_size=64 << 10)
         seen, total = frames_seen(source, loader, num_workers)
-        stats = source.stats()
+        stats = source.figures()
     assert seen.tolist() == list(range(total))
     assert proxy.injected["429"] and proxy.injected["503"] and proxy.injected["reset"]
     assert stats["retries"] > 0 and stats["throttled_429"] > 0 and stats["failures"] == 0
@@ -51,7 +51,7 @@ def test_real_layout_every_frame_exactly_once_under_faults(s3, dataset_factory):
     with FaultProxy(s3.endpoint_url, faults=FAULTS) as proxy:
         source = s3_source(s3, url, proxy.endpoint_url)
         seen, total = frames_seen(source, "pool", 2)
-        stats = source.stats()
+        stats = source.figures()
     assert seen.tolist() == list(range(total))
     assert proxy.injected["429"] and proxy.injected["503"] and proxy.injected["reset"]
     assert stats["retries"] > 0 and stats["failures"] == 0 and stats["ranges_prefetched"] > 0
@@ -61,14 +61,14 @@ def test_every_process_of_the_host_shares_one_cache_folder(s3, small_dataset, tm
     monkeypatch.setenv("DL_HOSTNAME", "node-a")
     source = s3_source(s3, upload(s3, small_dataset), cache_dir=str(tmp_path / "node-local"))
     seen, total = frames_seen(source, "pool", 2)
-    assert seen.tolist() == list(range(total)) and source.stats()["ranges_prefetched"] > 0
+    assert seen.tolist() == list(range(total)) and source.figures()["ranges_prefetched"] > 0
     assert [p.name for p in (tmp_path / "node-local").iterdir()] == ["host-node-a"]
     blocks = [p for p in (tmp_path / "node-local" / "host-node-a").iterdir() if p.suffix not in (".lock", ".tmp")]
     assert blocks, "the workers wrote no block into the host's folder"
     assert not list((tmp_path / "dl-cache").rglob("host-*")), "a cache went to the default place"
     source.reset_stats()
     assert frames_seen(source, "pool", 2)[0].tolist() == list(range(total))  # another run on this host
-    stats = source.stats()
+    stats = source.figures()
     assert stats["bytes_prefetched"] == 0 and stats["cache_hits"] > 0, "the second run fetched what the host holds"
 
 
@@ -91,7 +91,7 @@ def test_map_says_how_much_it_downloads(s3, dataset_factory, caplog):  # noqa: F
     ranges = [p for i in (0, 1) for span in meta.file_spans(meta.episodes[i])
               for p in source.plans.pieces(span, meta.files.get)[0]]
     # the blocks holding the ranges, each range at most two blocks beyond its bytes
-    assert source.stats()["bytes_prefetched"] <= need + 2 * BLOCK_BYTES * len(ranges)
+    assert source.figures()["bytes_prefetched"] <= need + 2 * BLOCK_BYTES * len(ranges)
 
 
 def test_metadata_from_the_hub_and_data_from_a_bucket(s3, hub, small_dataset, monkeypatch):  # noqa: F811
@@ -111,7 +111,7 @@ def test_hub_every_frame_exactly_once_under_faults(hub, small_dataset):  # noqa:
     with FaultProxy(hub.endpoint, faults=FAULTS) as proxy:
         source = loopback_hub_source(hub, repo, proxy.endpoint_url)
         seen, total = frames_seen(source, "pool", 2)
-        stats = source.stats()
+        stats = source.figures()
     assert seen.tolist() == list(range(total))
     assert stats["retries"] > 0 and stats["failures"] == 0
 
@@ -133,7 +133,7 @@ def test_missing_file_is_not_retried(s3, small_dataset):  # noqa: F811
     source = s3_source(s3, upload(s3, small_dataset))
     with pytest.raises(SourceFileNotFoundError, match="meta/nope.json"):
         source.read_bytes("meta/nope.json")
-    assert source.stats()["requests"] == 1 and source.stats()["retries"] == 0
+    assert source.figures()["requests"] == 1 and source.figures()["retries"] == 0
 
 
 def test_each_request_fails_at_most_per_request_times(s3, small_dataset):  # noqa: F811
@@ -145,7 +145,7 @@ def test_each_request_fails_at_most_per_request_times(s3, small_dataset):  # noq
         head, rest = source.read_bytes("meta/info.json", 0, 10), source.read_bytes("meta/info.json", 10, 30)
     assert head + rest == (small_dataset / "meta/info.json").read_bytes()[:30]
     assert proxy.injected["503"] == 4 and proxy.requests == 6
-    stats = source.stats()  # every try is counted: none hidden in s3fs or botocore
+    stats = source.figures()  # every try is counted: none hidden in s3fs or botocore
     assert stats["requests"] == 6 and stats["retries"] == 4 and stats["failures"] == 0
 
 
@@ -155,4 +155,4 @@ def test_gives_up_with_the_url_when_the_server_keeps_failing(s3, small_dataset):
         source = s3_source(s3, url, proxy.endpoint_url, retry_attempts=3)
         with pytest.raises(dl.DlError, match=r"meta/info\.json failed after 3 attempt\(s\).*HTTP 503"):
             source.read_bytes("meta/info.json")
-    assert source.stats()["requests"] == 3 and source.stats()["failures"] == 1
+    assert source.figures()["requests"] == 3 and source.figures()["failures"] == 1

@@ -64,7 +64,7 @@ def test_an_episode_of_a_long_video_fetches_its_blocks_and_decodes_like_the_file
     source.reset_stats()
     source.admit(7, spans)
     assert decoded_like_the_file(source, long_video)
-    stats = source.stats()
+    stats = source.figures()
     assert stats["remote_reads"] == 0 and stats["cache_hits"] > 0
     assert planned <= stats["bytes_prefetched"] == stats["bytes_fetched"] <= blocks_of(source, spans)
     source.release(7)
@@ -81,12 +81,12 @@ def test_a_decoder_opened_before_admission_reads_the_cached_blocks(s3, long_vide
     assert decoder.probe(source, REL)["num_frames"] == 300
     source.reset_stats()
     source.admit(7, spans, wait=True)
-    fetched = source.stats()["bytes_fetched"]
+    fetched = source.figures()["bytes_fetched"]
     got = decoder.frames_in_run(source, REL, [4.0 + k / 30 for k in range(60)])
     from torchcodec.decoders import VideoDecoder
 
     assert (got.data == VideoDecoder(str(long_video / REL), seek_mode="approximate")[120:180]).all()
-    assert source.stats()["bytes_fetched"] == fetched and source.stats()["cache_hits"] > 0
+    assert source.figures()["bytes_fetched"] == fetched and source.figures()["cache_hits"] > 0
     source.release(7)
 
 
@@ -101,13 +101,13 @@ def test_an_episode_is_fetched_once_across_epochs_and_processes_of_the_host(s3, 
         for key, one in enumerate(spans):
             host.admit((epoch, key), [one], wait=True)
             host.release((epoch, key))
-    fetched = host.stats()["bytes_fetched"]
+    fetched = host.figures()["bytes_fetched"]
     assert 0 < fetched <= blocks_of(host, spans)
     worker = s3_source(s3, url)  # a DataLoader worker or a rank on this host
     worker.restore(host.state())
     worker.admit(7, spans[:1])
     assert decoded_like_the_file(worker, long_video)
-    assert worker.stats()["bytes_fetched"] == 0 and worker.stats()["cache_hits"] > 0
+    assert worker.figures()["bytes_fetched"] == 0 and worker.figures()["cache_hits"] > 0
 
 
 def test_dropped_blocks_are_fetched_again(s3, long_video):  # noqa: F811
@@ -116,11 +116,11 @@ def test_dropped_blocks_are_fetched_again(s3, long_video):  # noqa: F811
     source.prepare(spans)
     source.reset_stats()
     source.admit("ceiling", spans, wait=True)
-    once = source.stats()["bytes_fetched"]
+    once = source.figures()["bytes_fetched"]
     source.release("ceiling", drop=True)
     source.reset_stats()
     source.admit("run", spans, wait=True)  # again, and the index's blocks indexing left in the cache, dropped too
-    assert source.stats()["bytes_fetched"] > once > 0
+    assert source.figures()["bytes_fetched"] > once > 0
 
 
 def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa: F811
@@ -129,14 +129,14 @@ def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa:
     size = host.list_files("videos")[REL]
     spans = [span(size, 0.0, 2.0), span(size, 2.0, 4.0)]
     host.prepare(spans)
-    assert host.stats()["requests"] == 1 + 2  # the listing, then the head and the trailing moov
+    assert host.figures()["requests"] == 1 + 2  # the listing, then the head and the trailing moov
     rank = s3_source(s3, url)
     rank.restore(host.state())
     assert rank.prepare(spans) == host.prepare(spans)
-    assert rank.stats()["requests"] == 0 and rank.fingerprint(REL) == host.fingerprint(REL)
+    assert rank.figures()["requests"] == 0 and rank.fingerprint(REL) == host.fingerprint(REL)
     with rank.open(REL) as f:  # the listed size travels too: no request for it when a worker opens the file
         assert f.seek(0, io.SEEK_END) == size
-    assert rank.stats()["requests"] == 0
+    assert rank.figures()["requests"] == 0
 
 
 @pytest.mark.slow  # starts processes (dl, spawned workers, servers)
@@ -180,7 +180,7 @@ def test_an_episode_reads_only_its_row_groups(s3, dataset_factory):  # noqa: F81
     local = [dataset[i]["index"].item() for i in range(len(dataset))]
     remote = build_loader(meta, "map", "cpu", config=dl.LoaderConfig(episodes=[3])).loader
     assert [remote[i]["index"].item() for i in range(len(remote))] == local
-    assert source.stats()["remote_reads"] == 0
+    assert source.figures()["remote_reads"] == 0
 
 
 @pytest.mark.slow  # starts processes (dl, spawned workers, servers)
@@ -193,7 +193,7 @@ def test_the_map_downloads_a_file_of_many_episodes_in_a_few_ranges(s3, dataset_f
     meta = DatasetMeta.load(source)
     remote = build_loader(meta, "map", "cpu", config=dl.LoaderConfig(image_dtype="uint8")).loader
     files = {f for ep in meta.episodes.values() for f in ep.files()}
-    assert source.stats()["ranges_prefetched"] <= 4 * len(files) < len(meta.episodes)
+    assert source.figures()["ranges_prefetched"] <= 4 * len(files) < len(meta.episodes)
     local = dl.make_dataset(str(root), source="local", loader="map", image_dtype="uint8")
     assert [remote[i]["index"].item() for i in range(len(remote))] == [local[i]["index"].item() for i in
                                                                         range(len(local))]

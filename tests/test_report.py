@@ -179,3 +179,22 @@ def test_datasets_are_named_by_folder_and_numbered_where_folders_share_a_name(tm
             enumerate(("/tmp/cache/default", "/data/open50", "/root/.cache/dl/default/", "/data/open50"))]
     assert dataset_names(rows) == {"/tmp/cache/default": "default (1)", "/data/open50": "open50",
                                    "/root/.cache/dl/default/": "default (2)"}
+
+
+def test_every_run_of_the_throughput_plot_lies_inside_its_axis(tmp_path):
+    """A slower first run, then one at up to 4x its rate on the same axis: the y axis spans both."""
+    from dl.bench.plot import throughput_figure
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "map.json").write_text(json.dumps(result("map", 250.0, 1.0)))
+    faster = result("pool", 600.0, 1.0)
+    faster["throughput_timeline"]["samples_per_bin"] = [10, 600, 944, 700]
+    (folder / "pool.json").write_text(json.dumps(faster))
+    figure = throughput_figure(load_rows([folder]))
+    (ax,) = figure.axes
+    low, high = ax.get_ylim()
+    assert low == 0
+    for line in ax.get_lines():
+        assert max(line.get_ydata()) <= high
+    assert high >= 944

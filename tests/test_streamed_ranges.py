@@ -49,7 +49,7 @@ def test_a_range_cut_midway_is_resumed_and_each_byte_arrives_once(server, s3, hu
         source = _source(server, s3, hub, with_blob, proxy.endpoint_url)
         blocks = []
         source.fetch_into(BLOB, start, end, blocks.append)
-        stats = source.stats()
+        stats = source.figures()
     assert b"".join(blocks) == expected[start:end]
     if server == "hub":  # a block came before the cut, so the resumed request asked for another range: cut again
         assert stats["retries"] >= 2

@@ -217,5 +217,5 @@ class MemberSources:
         for source in self.sources:
             source.reset_stats()
 
-    def stats(self, num_workers: int = 0, batch_size: int = 1) -> dict:
-        return merge_stats([s.stats(num_workers, batch_size) for s in self.sources], self.stats_merge)
+    def figures(self, num_workers: int = 0, batch_size: int = 1) -> dict:
+        return merge_stats([s.figures(num_workers, batch_size) for s in self.sources], self.stats_merge)

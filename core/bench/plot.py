@@ -74,11 +74,24 @@ def throughput_panels(timed: list[ReportRow]) -> int:
 
 
 def plot_throughput(rows: list[ReportRow], path: Path) -> Path:
+    """`throughput_figure(rows)` saved to `path`. Returns `path`."""
+    plt = _pyplot()
+    fig = throughput_figure(rows)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def throughput_figure(rows: list[ReportRow]):
     """Each run's samples/s over time, per `throughput_timeline` bin from the DataLoader's first `iter()`
     (warm-up included: start-up, stalls and epoch rollovers show); a circle marks where the steady window
     began. On one axis, or a panel per run (each its own scale from 0) when the runs' median rates differ by more
-    than `SEPARATE_ABOVE` times. Runs without a timeline (results from before it was recorded) are left out.
-    Returns `path`."""
+    than `SEPARATE_ABOVE` times; every axis spans 0 to the highest rate it shows. Runs without a timeline (results from
+    before it was recorded) are left out. Returns the matplotlib figure.
+
+    Raises:
+        DlError: no result has a timeline.
+    """
     plt = _pyplot()
     timed = [r for r in rows if r.result.get("status") == "ok" and r.result.get("throughput_timeline")]
     if not timed:
@@ -98,11 +111,12 @@ def plot_throughput(rows: list[ReportRow], path: Path) -> Path:
         if start is not None and rates:
             k = min(int(start // width), len(rates) - 1)
             ax.plot([times[k]], [rates[k]], "o", color=f"C{i % 10}", markersize=9, markerfacecolor="none")
-        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         if panels > 1:
             ax.set_title(labels[i].replace("\n", "; "), fontsize="small", loc="left")
             ax.set_ylabel("samples/s")
+    for (ax,) in axes:  # after every line is drawn: a limit set earlier would keep the first run's range
+        ax.set_ylim(bottom=0)
     axes[-1][0].set_xlabel("seconds since the DataLoader's first iter()")
     bin_s = timed[0].result["throughput_timeline"]["bin_s"]
     if panels == 1:
@@ -110,6 +124,4 @@ def plot_throughput(rows: list[ReportRow], path: Path) -> Path:
         axes[0][0].legend(fontsize="small", loc="best")
     apart_note = f": a panel each, their rates differ over {SEPARATE_ABOVE:g}x" if panels > 1 else ""
     fig.suptitle(f"throughput over time, samples/s per {bin_s:g} s bin (circle: steady window starts){apart_note}")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

@@ -9,9 +9,10 @@ from pathlib import Path
 from ..contracts.errors import DlError
 from .results import flatten, merge_ranks
 
-METRICS = ("samples_per_s", "decoded_frames_per_s", "peak_rss_gb", "shuffle_randomness_frac",
+METRICS = ("samples_per_s", "decoded_frames_per_s", "peak_rss_gb", "distinct_episodes_per_batch",
            "first_batch_latency_s", "p95_sample_latency_ms")
-"""The figures each row shows, in this order."""
+"""The figures each row shows, in this order; `distinct_episodes_per_batch` is `shuffle_randomness_frac` in the unit
+`dl run` shows it: "13.4 of 16" (the mean distinct episodes of a batch, of the batch size)."""
 
 IGNORED_CONFIG = ("name", "out_dir", "metadata_snapshot", "scenario")
 """Config fields that never count as a difference (paths and names, or shown as the group)."""
@@ -156,6 +157,12 @@ def ratios(rows: list[ReportRow], baseline: str, keys=("samples_per_s", "peak_rs
     return out
 
 
+def distinct_episodes(result: dict) -> str | None:
+    """`shuffle_randomness_frac` as `dl run` shows it, "13.4 of 16" (None without it or a batch size)."""
+    frac, batch = result.get("shuffle_randomness_frac"), (result.get("config") or {}).get("batch_size")
+    return f"{frac * batch:.1f} of {batch}" if isinstance(frac, int | float) and batch else None
+
+
 def summary_rows(rows: list[ReportRow], columns: list[str], ratio: dict[str, dict] | None) -> list[dict]:
     """The rows of `summary.csv`: run, scenario, status, the differing config columns, the metrics, the
     ratios, and for multi-rank runs the per-rank disjointness."""
@@ -165,6 +172,7 @@ def summary_rows(rows: list[ReportRow], columns: list[str], ratio: dict[str, dic
         line.update({c: _text(row.config.get(c)) if isinstance(row.config.get(c), list | dict) else row.config.get(c)
                      for c in columns})
         line.update({m: row.result.get(m) for m in METRICS})
+        line["distinct_episodes_per_batch"] = distinct_episodes(row.result)
         for key, value in (ratio or {}).get(row.label, {}).items():
             line[f"{key}_ratio"] = value
         disjoint = row.result.get("rank_disjointness")

@@ -10,9 +10,11 @@ import json
 import logging
 import os
 import platform
+import re
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from importlib.metadata import version
 
@@ -22,7 +24,7 @@ import torch
 import torch.distributed
 
 from ..contracts.config import LoaderConfig
-from ..contracts.errors import DlError, describe
+from ..contracts.errors import DlError, DlWarning, describe, show_warnings_as_lines
 from ..contracts.loader import ReportsStats, Resumable
 from ..dataloader.build import quiet_fd_sharing
 from ..dataloader.shuffle import ideal_distinct_fraction
@@ -32,6 +34,7 @@ from ..format.feature_selection import with_features
 from ..host.assembly import Assembly, build_loader, open_dataset
 from .ceiling import ceiling_shares
 from .ceiling_workers import decode_ceiling
+from .contention import ContentionMonitor, busy_line
 from .memory import PeakRssMonitor, tree_pss_bytes
 from .mixture_run import MixtureAssembly, build_mixture
 from .modes import mode_delta_timestamps
@@ -50,7 +53,8 @@ def run_benchmark(spec: RunSpec, progress: Progress = no_progress) -> dict:
         RunFailed: zero samples, or the loader failed mid-run. DlError: bad plugins, dataset or options.
     """
     t_start = time.perf_counter()
-    with PeakRssMonitor() as rss:
+    with PeakRssMonitor() as rss, ContentionMonitor() as machine:
+        progress = _phases_to(machine, progress)
         progress("prepare", 0, 1)
         built, delta, metadata_s = _build(spec)
         dataset, decoder = built.loader, built.decoder
@@ -101,8 +105,30 @@ def run_benchmark(spec: RunSpec, progress: Progress = no_progress) -> dict:
         "dataloader": dataloader_facts,
         "config": spec.public_dict(),
         "environment": _environment(),
+        "machine_load": _machine_load(machine),
     }
     return result
+
+
+def _phases_to(machine: ContentionMonitor, progress: Progress) -> Progress:
+    """`progress`, telling `machine` each phase as it starts (`ContentionMonitor.phase`)."""
+    current = [None]
+
+    def report(phase: str, done: float, total: float | None) -> None:
+        if phase != "download MB" and phase != current[0]:
+            current[0] = phase
+            machine.phase(phase)
+        progress(phase, done, total)
+
+    return report
+
+
+def _machine_load(machine: ContentionMonitor) -> dict:
+    """The result's `machine_load`: the cores, each phase's `contention` figures, whether any phase was busy and the
+    line that says so."""
+    line = busy_line(machine.phases, machine.cpu_count)
+    return {"cpu_count": machine.cpu_count, "phases": machine.phases, "busy": line is not None,
+            **({"busy_line": line} if line else {})}
 
 
 def _build(spec: RunSpec) -> tuple[Assembly, dict, float]:
@@ -162,7 +188,7 @@ def _loader_stats(dataset, spec: RunSpec) -> dict:
     with how each combines over ranks."""
     if not isinstance(dataset, ReportsStats):
         return {}
-    return {"loader_stats": dataset.stats(spec.num_workers, spec.batch_size),
+    return {"loader_stats": dataset.figures(spec.num_workers, spec.batch_size),
             "loader_stats_merge": dict(dataset.stats_merge)}
 
 
@@ -172,22 +198,28 @@ def _source_stats(source, spec: RunSpec) -> dict:
     ranks."""
     if not isinstance(source, ReportsStats):
         return {}
-    return {"source_stats": source.stats(spec.num_workers, spec.batch_size),
+    return {"source_stats": source.figures(spec.num_workers, spec.batch_size),
             "source_stats_merge": dict(source.stats_merge)}
 
 
 @contextmanager
 def _network_progress(source, progress: Progress, every_s: float = 0.5):
     """While the body runs, report the megabytes a `ReportsStats` source has fetched as the "download MB"
-    phase (a bar that shows the run waiting on the network); nothing for other sources."""
+    phase (a bar that shows the run waiting on the network), counted over the whole run: the source's counters are
+    zeroed before the window (`reset_stats`), and the bar goes on from where it stood; nothing for other sources."""
     if not isinstance(source, ReportsStats):
         yield
         return
     stop = threading.Event()
 
     def poll():
+        before = last = 0.0  # bytes fetched before the counters were last zeroed; the last reading since
         while not stop.wait(every_s):
-            progress("download MB", source.stats().get("bytes_fetched", 0) / 1e6, None)
+            now = float(source.figures().get("bytes_fetched", 0))
+            if now < last:
+                before += last
+            last = now
+            progress("download MB", (before + now) / 1e6, None)
 
     thread = threading.Thread(target=poll, name="dl-network-progress", daemon=True)
     thread.start()
@@ -242,6 +274,9 @@ def main(argv: list[str]) -> int:
     logging.getLogger("dl").setLevel(logging.INFO)  # what plugins say they are about to do (downloads)
     with open(spec_path) as f:
         spec = RunSpec.from_dict(json.load(f))
+    show_warnings_as_lines()
+    for message in spec.warned:  # the host printed these once for every run of the command
+        warnings.filterwarnings("ignore", message=re.escape(message) + r"\Z", category=DlWarning)
     rank = 0
     try:
         if spec.world_size > 1:

@@ -8,13 +8,15 @@ check is written as a snapshot the runs load instead of reading it again.
 
 import dataclasses
 import json
+import warnings
 from pathlib import Path
 
-from ..contracts.errors import DlError
+from ..contracts.errors import DlError, DlWarning
 from ..contracts.scheduler import Run, RunStatus, Scheduler, Submission
 from ..contracts.source import Prefetches
 from ..format.metadata import DatasetMeta
-from ..host.assembly import open_dataset
+from ..format.streams import check_streams
+from ..host.assembly import build_decoder, open_dataset
 from ..host.manager import get_plugins
 from .calibrate import AUTO, check_auto_options, resolve_auto_decoder
 from .resources import run_resources
@@ -67,6 +69,22 @@ def check_dataset(base: RunSpec) -> DatasetMeta:
     if isinstance(meta.source, Prefetches):  # indexes, into the snapshot
         meta.source.prepare([span for ep in selected for span in meta.file_spans(ep)])
     return meta
+
+
+def stream_warnings(base: RunSpec, meta: DatasetMeta) -> RunSpec:
+    """Probe the first selected episode's video files here, once for every run of the command, so what info.json
+    gets wrong about them (`dl.format.streams.check_streams`: another codec, frame rate or frame size) prints once;
+    returns `base` with those warnings in `warned`, which its runs then leave out."""
+    selected = meta.select(base.episodes)
+    if not meta.video_keys or not len(selected):
+        return base
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", DlWarning)
+        check_streams(meta, build_decoder("cpu"), selected[0], selected)
+    for w in seen:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    told = [str(w.message) for w in seen if issubclass(w.category, DlWarning)]
+    return dataclasses.replace(base, warned=[*base.warned, *told])
 
 
 def write_snapshot(base: RunSpec, meta: DatasetMeta, specs_dir: Path) -> RunSpec:

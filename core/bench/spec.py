@@ -30,6 +30,9 @@ class RunSpec:
     `ceiling_s` (seconds spent measuring the machine's decode ceiling for the dataset, half on random single frames
     and half on whole episodes in order, each the best of several trials, at most half the window; 0 skips it:
     `dl.bench.ceiling`), `out_dir`, `name`.
+    `warned`: the dataset's warnings the host printed once for every run of the command (`dl.bench.session.
+    stream_warnings`), which the runs do not print again.
+    `repeat_of`: the configuration's name when this run is one of `dl run --repeats` (`dl.bench.repeats`).
     `decoder_calibration`: how the host picked the decoder when asked for `--decoder auto`
     (`dl.bench.calibrate`), None otherwise.
     A mixture (`dl run --mix`, `dl.bench.mixture_run`) leaves `root` None and lists its members in `mix`
@@ -73,6 +76,8 @@ class RunSpec:
     mix_options: dict = field(default_factory=dict)
     out_dir: str = "dl-results"
     name: str = ""
+    repeat_of: str | None = None
+    warned: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if self.mode not in MODES:

@@ -20,8 +20,8 @@ def warn(message: str) -> None:
 
 
 def show_warnings_as_lines() -> None:
-    """Make Python print every `DlWarning` as `warning: <message>` on one line (other warnings unchanged). `import
-    dl` calls it; calling it again changes nothing."""
+    """Make Python print every `DlWarning` as `warning: <message>` on one line (other warnings unchanged). dl's
+    commands (`dl.cli.main`) and run processes call it; `import dl` does not; calling it again changes nothing."""
     previous = warnings.formatwarning
     if getattr(previous, "_dl_lines", False):
         return
@@ -46,12 +46,20 @@ class MissingFilesError(DlError):
         missing: relative paths (from the dataset root) of every missing file, sorted.
         episodes: the episode indices that need at least one missing file, sorted.
         usable: the selected episodes whose files all exist, sorted.
+        complete: when none selected is usable, the dataset's episodes whose files all exist (None: not looked up).
     """
 
-    def __init__(self, root: str, missing: list[str], episodes: list[int], usable: list[int]):
-        self.missing, self.episodes, self.usable = missing, episodes, usable
+    def __init__(self, root: str, missing: list[str], episodes: list[int], usable: list[int],
+                 complete: list[int] | None = None):
+        self.missing, self.episodes, self.usable, self.complete = missing, episodes, usable, complete
         shown = "\n  ".join(missing[:50]) + ("\n  ..." if len(missing) > 50 else "")
-        select = f"--episodes {format_indices(usable)}" if usable else "none of the selected episodes is complete"
+        if usable:
+            select = f"--episodes {format_indices(usable)}"
+        elif complete:
+            select = ("none of the selected is complete; the complete episodes are --episodes "
+                      f"{format_indices(complete)}")
+        else:
+            select = "no episode of the dataset is complete"
         super().__init__(
             f"{len(missing)} file(s) needed by episode(s) {format_indices(episodes)} are missing under "
             f"{root}:\n  {shown}\nDownload them, or select only the episodes whose files exist "

@@ -98,7 +98,7 @@ class ReportsStats(Protocol):
         """Zero the counters; the benchmark calls it after its single-process pass, so the stats cover the
         steady window. Count inside DataLoader workers with `dl.dataloader.shared_counters.SharedCounters`."""
 
-    def stats(self, num_workers: int, batch_size: int) -> dict:
+    def figures(self, num_workers: int, batch_size: int) -> dict:
         """The figures counted since the last `reset_stats()`, JSON-able, keyed as in `stats_merge`."""
 
 

@@ -31,4 +31,4 @@ def with_features(meta: DatasetMeta, patterns: list[str], delta_timestamps: dict
                       "select: add it to features, or leave its window out.")
     info = {**meta.info, "features": {k: meta.features[k] for k in chosen}}
     columns = meta.columns.with_cameras(camera_keys(info["features"], "video"))
-    return DatasetMeta(meta.source, info, columns, meta.tasks, meta.stats, meta.files, meta.subtasks)
+    return DatasetMeta(meta.source, info, columns, meta.tasks, meta.stats_document, meta.files, meta.subtasks)

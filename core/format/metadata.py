@@ -64,7 +64,9 @@ class DatasetMeta:
         tasks: task strings by task_index.
         subtasks: subtask strings by subtask_index (`meta/subtasks.parquet`, LeRobot 0.4.x annotations; {} when
             absent): a dataset with a `subtask_index` feature gets a `subtask` string per sample, as in LeRobot.
-        stats: the parsed `meta/stats.json` ({} when absent).
+        stats_document: the parsed `meta/stats.json` ({} when absent), as the file holds it (nested lists).
+        stats: the same as LeRobot's `meta.stats` gives it, `{feature: {stat: tensor}}` (float32; counts int64),
+            built on first use (`stats_tensors`).
         files: `{relative path: size in bytes}` of every file under `meta/` and the top folders of
             `data_path` and `video_path`, listed once when loading.
         frame_times: the video files' frame times read so far (`dl.format.frame_times.FrameTimes`), read by the
@@ -76,7 +78,8 @@ class DatasetMeta:
 
     def __init__(self, source: Source, info: dict, columns: EpisodeColumns, tasks: dict[int, str], stats: dict,
                  files: dict[str, int], subtasks: dict[int, str] | None = None):
-        self.source, self.info, self.columns, self.tasks, self.stats = source, info, columns, tasks, stats
+        self.source, self.info, self.columns, self.tasks = source, info, columns, tasks
+        self.stats_document = stats
         self.episodes = EpisodeMapping(columns)
         self.files, self.subtasks = files, subtasks or {}
         self.frame_times = FrameTimes()
@@ -114,7 +117,8 @@ class DatasetMeta:
         """What `load` read besides the episode columns, JSON-ready: the url, info.json, tasks, stats.json and the
         listing (`write_snapshot` writes it with the columns beside it)."""
         return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
-                "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats, "files": self.files,
+                "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats_document,
+                "files": self.files,
                 "source": self.source.state() if isinstance(self.source, Prefetches) else {}}
 
     def write_snapshot(self, folder: str | os.PathLike) -> str:
@@ -152,6 +156,11 @@ class DatasetMeta:
         if isinstance(source, Prefetches):
             source.restore(snapshot.get("source") or {})
         return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"], subtasks)
+
+    @cached_property
+    def stats(self) -> dict:
+        """meta/stats.json as LeRobot's normalizers take it (`stats_tensors`); a copy a caller may change."""
+        return stats_tensors(self.stats_document)
 
     @cached_property
     def total_frames(self) -> int:
@@ -266,6 +275,12 @@ class DatasetMeta:
                 missing.setdefault(path, []).extend(indices.tolist())
         return {f: sorted(set(eps)) for f, eps in sorted(missing.items())}
 
+    def complete_episodes(self) -> list[int]:
+        """The indices of every episode whose data and video files all exist, ascending."""
+        broken = {e for v in self.missing_files(EpisodeSelection(self.columns, np.arange(len(self.columns)))).values()
+                  for e in v}
+        return sorted(int(e) for e in self.columns.index if int(e) not in broken)
+
     def check_files(self, episodes) -> None:
         """Raise MissingFilesError naming every missing file of `episodes`."""
         missing = self.missing_files(episodes)
@@ -273,7 +288,8 @@ class DatasetMeta:
             eps = sorted({e for v in missing.values() for e in v})
             selected = self._selection(episodes).index
             usable = selected[~np.isin(selected, eps)].tolist()
-            raise MissingFilesError(self.source.url, list(missing), eps, usable)
+            complete = None if usable else self.complete_episodes()  # nothing selected can be read: say what can
+            raise MissingFilesError(self.source.url, list(missing), eps, usable, complete)
 
     def file_spans(self, episode: EpisodeMeta) -> list[FileSpan]:
         """What `episode` needs, for `Source.prepare` / `admit`: its data file's rows (`episode`) and each
@@ -298,6 +314,20 @@ class DatasetMeta:
             for path, total in _sum_by(cols.video_file[key], spans, cols.video_paths[key]).items():
                 totals[path] = totals.get(path, 0.0) + total
         return totals
+
+
+def stats_tensors(document: dict) -> dict:
+    """A `meta/stats.json` document as LeRobot's normalizers take it: `{feature: {stat: tensor}}`, floating values
+    float32 and counts int64 (LeRobot reads the file into numpy arrays; its processors make them float32 tensors)."""
+    import torch
+
+    out = {}
+    for key, entry in document.items():
+        out[key] = {}
+        for name, value in entry.items():
+            array = np.asarray(value)
+            out[key][name] = torch.as_tensor(array.astype(np.float32) if array.dtype.kind == "f" else array)
+    return out
 
 
 def _sum_by(ids: np.ndarray, values: np.ndarray, names: list[str]) -> dict[str, float]:
@@ -325,10 +355,23 @@ def _read_json(source: Source, rel: str) -> dict:
                                  "Restore the file from the dataset's origin.") from None
 
 
+def _has_meta_files(source: Source) -> bool:
+    """Whether `meta/` lists any file (a dataset root that lost its info.json, not a wrong folder)."""
+    try:
+        return bool(source.list_files("meta"))
+    except DlError:
+        return False
+
+
 def _read_info(source: Source) -> dict:
     try:
         info = _read_json(source, "meta/info.json")
     except SourceFileNotFoundError:
+        if _has_meta_files(source):
+            raise DatasetFormatError(
+                f"{source.url}/meta/info.json is missing, though {source.url}/meta holds other files: restore "
+                "meta/info.json from the dataset's origin (a partial download or copy lost it)."
+            ) from None
         raise DatasetFormatError(
             f"{source.url} has no meta/info.json: give the root of a LeRobot v3.0 dataset (the folder holding "
             "meta/, data/ and videos/)."

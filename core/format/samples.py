@@ -11,7 +11,7 @@ frames and the images stored in the data parquet.
 """
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -51,6 +51,7 @@ class SampleBuilder:
     def __init__(self, meta: DatasetMeta, keys: list[str], decoder: Decoder, config: LoaderConfig):
         self.meta, self.keys, self.decoder, self.config = meta, keys, decoder, config
         self.image_dtype = config.image_dtype
+        self.image_transforms: Callable | None = None  # `set_image_transforms`
         self.deltas = delta_indices(config.delta_timestamps or {}, meta.fps, keys + meta.camera_keys,
                                     config.tolerance_s)
         self.subtasks = "subtask_index" in keys and bool(meta.subtasks)
@@ -143,7 +144,18 @@ class SampleBuilder:
         `config.image_dtype` again (not `on`): for a DataLoader whose collate converts them to float32 while it
         stacks the batch (`dl.dataloader.frames.stack_frames`), one pass over the pixels instead of two. Affects
         only this copy of the builder (this process)."""
-        self.image_dtype = "uint8" if on else self.config.image_dtype
+        if self.image_transforms is None or self.config.image_dtype == "uint8":  # transforms see the asked dtype
+            self.image_dtype = "uint8" if on else self.config.image_dtype
+
+    def set_image_transforms(self, transforms: Callable | None) -> None:
+        """Apply `transforms` to every camera but depth of each sample from now on (None: none), as LeRobot's
+        `LeRobotDataset` applies its `image_transforms`: to the frames as served (uint8 `[C, H, W]`, or float32 in
+        [0, 1]; `[T, C, H, W]` with a window), after decoding, drawing from torch's RNG (seeded per DataLoader
+        worker). With float32 frames the conversion is then not deferred to the collate (`emit_uint8` keeps
+        float32), so the transforms see what LeRobot's see."""
+        self.image_transforms = transforms
+        if transforms is not None:
+            self.image_dtype = self.config.image_dtype
 
     def file_times(self, episode: EpisodeMeta, key: str, timestamps) -> tuple[float, ...]:
         """Episode-relative `timestamps` (s) of camera `key` on its file's timeline (plus the span's
@@ -198,6 +210,10 @@ class SampleBuilder:
         for key in self.meta.image_keys:
             images = self.decoder.decode_images(sample[key])
             sample[key] = self._served(key, images[0][None] if len(images) == 1 else torch.stack(images))
+        if self.image_transforms is not None:
+            for key in self.meta.camera_keys:
+                if key in sample and key not in self.meta.depth:
+                    sample[key] = self.image_transforms(sample[key])
         return sample
 
     def _served(self, key: str, frames: torch.Tensor) -> torch.Tensor:

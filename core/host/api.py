@@ -1,6 +1,9 @@
 """The library entry points: a loader from plugin names, and the DataLoader that goes with it."""
 
+import dataclasses
+
 from ..contracts.config import LoaderConfig
+from ..contracts.errors import DlError
 from ..dataloader.build import build_dataloader
 from .assembly import assemble
 
@@ -24,8 +27,10 @@ def make_dataset(root: str, *, source: str = "local", loader: str = "map", decod
 
     Raises:
         PluginError: an unknown plugin name or an option it does not take (the message lists the accepted
-            ones). DatasetFormatError, MissingFilesError: a bad dataset.
+            ones). DatasetFormatError, MissingFilesError: a bad dataset. DlError: a keyword `LoaderConfig` does not
+            take (for LeRobot's own, such as `video_backend=`, the message says what dl takes instead).
     """
+    check_config_keys(config)
     return assemble(root, source=source, loader=loader, decoder=decoder, source_options=source_options,
                     loader_options=loader_options, decoder_options=decoder_options,
                     config=LoaderConfig(**config)).loader
@@ -42,3 +47,31 @@ def make_dataloader(dataset, *, batch_size: int | None = 16, num_workers: int = 
         PluginError: the plugins' needs contradict each other or `kwargs`.
     """
     return build_dataloader(dataset, batch_size=batch_size, num_workers=num_workers, **kwargs)
+
+
+LEROBOT_ARGUMENTS = {
+    "video_backend": 'decoder="cpu" (torchcodec) or decoder="nvdec"',
+    "return_uint8": 'image_dtype="uint8"',
+    "image_transforms": "dataset.set_image_transforms(transforms) on the dataset returned",
+    "revision": 'source="hub", source_options={"revision": ...}',
+    "repo_id": 'the repo id as root, with source="hub"',
+    "download_videos": "nothing: sources read the videos' byte ranges as needed",
+    "force_cache_sync": "nothing: the hub source pins the revision's commit once",
+}
+"""LeRobotDataset's keyword arguments that `make_dataset` does not take, and what dl takes instead."""
+
+
+def check_config_keys(config: dict) -> None:
+    """Refuse keywords `LoaderConfig` has no field for, in one line naming what dl takes (`LEROBOT_ARGUMENTS` for
+    LeRobot's own).
+
+    Raises:
+        DlError: naming each such keyword.
+    """
+    fields = {f.name for f in dataclasses.fields(LoaderConfig)}
+    unknown = [k for k in config if k not in fields]
+    if not unknown:
+        return
+    said = [f"{k}= (use {LEROBOT_ARGUMENTS[k]})" if k in LEROBOT_ARGUMENTS else f"{k}=" for k in unknown]
+    raise DlError(f"make_dataset does not take {', '.join(said)}; its options are source, loader, decoder, "
+                  f"source_options, loader_options, decoder_options and {', '.join(sorted(fields))}.")

@@ -100,9 +100,9 @@ class MixtureDataset(torch.utils.data.IterableDataset):
                             **{f"member{m}_{k}": rule for m in count
                                for k, rule in (("samples", "sum"), ("epochs_started", "max"), ("quota", "same"),
                                                ("passes_per_epoch", "same"))}}
-        self.stats = MixtureStats({n: renamed_stats(m.meta.stats, r) for n, m, r in zip(names, members, renames,
-                                                                                       strict=True)},
-                                  self.frames, self.weights, self._figures)
+        self.stats = MixtureStats({n: renamed_stats(m.meta.stats_document, r)
+                                   for n, m, r in zip(names, members, renames, strict=True)},
+                                  self.frames, self.weights)
         self.epoch = 0
         self._resume: ResumePosition | None = None
 
@@ -120,6 +120,12 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         if all(isinstance(m, DefersFloat) for m in self.members):
             for member in self.members:
                 member.emit_uint8_frames(on)
+
+    def set_image_transforms(self, transforms) -> None:
+        """Apply `transforms` to every member's camera frames (`dl.format.lerobot_names.LeRobotNames.
+        set_image_transforms`)."""
+        for member in self.members:
+            member.set_image_transforms(transforms)
 
     # ----------------------------------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
@@ -199,8 +205,8 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         """Zero the counters (the benchmark does so after its single-process pass)."""
         self.counters.reset()
 
-    def _figures(self, num_workers: int, batch_size: int) -> dict:
-        """`stats(num_workers, batch_size)` (`dl.contracts.loader.ReportsStats`): per member, its weight, the
+    def figures(self, num_workers: int, batch_size: int) -> dict:
+        """The mixture's figures for `dl run` (`dl.contracts.loader.ReportsStats`): per member, its weight, the
         samples drawn from it, its quota of an epoch and its passes per epoch (over 1: its epoch restarts within
         each mixture epoch, oversampled; under 1: read in part), and the most member epochs any consumer started;
         and, once a resume happened, the longest replay (s)."""

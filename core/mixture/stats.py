@@ -1,7 +1,7 @@
 """A mixture's normalization stats: each member's `meta/stats.json` under the mixture's key names, and their
 aggregate as LeRobot aggregates the stats of several datasets (`lerobot.datasets.compute_stats.aggregate_stats`)."""
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -65,19 +65,16 @@ def _aggregate_feature(entries: list[dict], weights: np.ndarray) -> dict:
 
 class MixtureStats(Mapping):
     """`mixture.stats`: each member's normalization stats by member name (its `meta/stats.json`, keys as the mixture
-    serves them), and `aggregated()`. Called as `stats(num_workers, batch_size)` it gives the mixture's figures for
-    `dl run` instead (`dl.contracts.loader.ReportsStats`).
+    serves them), and `aggregated()`.
 
     Args:
         by_member: member name -> its renamed stats.
         frames: per member, its frames (its weight for a feature whose stats have no `count`).
         shares: per member, its share of the mixture's samples (its weight).
-        figures: what a call returns (the mixture's counters).
     """
 
-    def __init__(self, by_member: dict[str, dict], frames: list[int], shares: list[float],
-                 figures: Callable[[int, int], dict]):
-        self._by_member, self._frames, self._shares, self._figures = by_member, frames, shares, figures
+    def __init__(self, by_member: dict[str, dict], frames: list[int], shares: list[float]):
+        self._by_member, self._frames, self._shares = by_member, frames, shares
 
     def __getitem__(self, name: str) -> dict:
         return self._by_member[name]
@@ -93,6 +90,3 @@ class MixtureStats(Mapping):
         (what their concatenation holds), or with `weighted` by their share of the mixture's samples (what a policy
         trained on the mixture sees)."""
         return aggregate_stats(list(self._by_member.values()), self._frames, self._shares if weighted else None)
-
-    def __call__(self, num_workers: int, batch_size: int) -> dict:
-        return self._figures(num_workers, batch_size)

@@ -17,12 +17,26 @@ from .hub_server import HubServer
 from .s3_server import S3Server
 
 
+def complete_episodes(folder: Path) -> str | None:
+    """`--episodes`' value selecting the episodes of the dataset at `folder` whose files all exist, or None when
+    every episode's do."""
+    from ..contracts.errors import format_indices
+    from ..host.assembly import open_dataset
+
+    meta = open_dataset(str(folder))
+    complete = meta.complete_episodes()
+    return None if len(complete) == len(meta.columns) else format_indices(complete)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dl.testing.serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", type=Path, help="a LeRobot v3.0 dataset folder")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every request [0]")
     parser.add_argument("--mbit", type=float, default=None, help="bandwidth cap in Mbit/s [none]")
     args = parser.parse_args(argv)
+    from ..contracts.errors import show_warnings_as_lines
+
+    show_warnings_as_lines()
     folder = args.dataset.resolve()
     if not (folder / "meta" / "info.json").is_file():
         parser.error(f"{folder} has no meta/info.json: give a LeRobot v3.0 dataset folder")
@@ -39,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         bucket = ["dl", "run", "--source", "bucket", "--root", url, "--storage-option", f"endpoint_url={s3_url}",
                   "--storage-option", "key=testing", "--storage-option", "secret=testing", "--loader", "pool"]
         hub_cmd = ["dl", "run", "--source", "hub", "--repo-id", repo, "--revision", "main", "--loader", "pool"]
+        complete = complete_episodes(folder)
+        if complete is not None:  # some episodes' files are missing: the commands select the others
+            bucket, hub_cmd = bucket + ["--episodes", complete], hub_cmd + ["--episodes", complete]
         print(f"serving {folder}\n  S3 (moto):   {url} at {s3_url}\n  Hub API:     {repo} at {hub_url}\n"
               f"read it with:\n  {shlex.join(bucket)}\n  HF_ENDPOINT={hub_url} {shlex.join(hub_cmd)}\n"
               "Ctrl-C stops the servers.", flush=True)

@@ -148,7 +148,7 @@ class Transcoder:
     def _rows(self) -> dict:
         """Every episode's row timestamps, read from the copied data files."""
         local = DatasetMeta(open_source(str(self.dst), "local"), self.meta.info, self.meta.columns, self.meta.tasks,
-                            self.meta.stats, {})
+                            self.meta.stats_document, {})
         files = len({ep.data_path for ep in self.meta.episodes.values()})
         done = [0]
 
@@ -243,7 +243,8 @@ class Transcoder:
         listed: dict[str, int] = {}
         for folder in {"meta", self.meta.info["data_path"].split("/")[0], self.meta.info["video_path"].split("/")[0]}:
             listed.update(source.list_files(folder))
-        new_meta = DatasetMeta(source, info, _respanned(self.meta, spans), self.meta.tasks, self.meta.stats, listed)
+        new_meta = DatasetMeta(source, info, _respanned(self.meta, spans), self.meta.tasks, self.meta.stats_document,
+                               listed)
         check_result(new_meta, self.decoder or build_decoder("cpu"), self.options)
         record = {"source": self.meta.source.url, "options": dataclasses.asdict(self.options),
                   "ffmpeg": shutil.which("ffmpeg"), "dl": version("dl"), "seconds": round(seconds, 1),

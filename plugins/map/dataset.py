@@ -15,6 +15,7 @@ from dl.contracts.units import parse_bytes
 from dl.dataloader.resume import config_hash
 from dl.dataloader.world import resolve_ranks
 from dl.format.kept_screens import screen_path
+from dl.format.lerobot_names import LeRobotNames
 from dl.format.locate import locate_all
 from dl.format.metadata import DatasetMeta
 from dl.format.samples import SampleBuilder
@@ -27,7 +28,7 @@ from .sampler import EpochSampler
 log = logging.getLogger(__name__)
 
 
-class MapDataset(torch.utils.data.Dataset):
+class MapDataset(torch.utils.data.Dataset, LeRobotNames):
     """Random access to every frame of the selected episodes, LeRobot `LeRobotDataset`-compatible.
 
     Position `i` (0 <= i < len) is the i-th frame of the selected episodes in ascending episode order,
@@ -42,6 +43,9 @@ class MapDataset(torch.utils.data.Dataset):
     position per (seed, epoch) and deals rank `r` every `world_size`-th one, so ranks are disjoint and
     cover each frame once per epoch. It is `dl.contracts.loader.Resumable`: a resume continues the epoch's order
     `batches_consumed * batch_size` positions in, with any number of DataLoader workers.
+
+    It carries LeRobot's names for what it serves (`dl.format.lerobot_names.LeRobotNames`: `fps`, `features`,
+    `num_frames`, `num_episodes` of the selection, `camera_keys`, `root`, `repo_id`, `set_image_transforms`).
 
     Start-up does not grow with what is not read: the episodes are columns (`meta.columns`), the selection
     a sequence of views built on demand, the sources hear of the files once per group of episodes sharing

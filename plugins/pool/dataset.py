@@ -21,6 +21,7 @@ from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
 from dl.format.checks import check_rows, report_nonfinite
 from dl.format.frame_times import half_spacing, load_selection
+from dl.format.lerobot_names import LeRobotNames
 from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.samples import SampleBuilder
 from dl.format.tabular import EpisodeArrays, read_episode_arrays, tabular_keys
@@ -52,7 +53,7 @@ def auto_chunk_frames(fitting: int, gop: int | None) -> int:
     return gop * (plain // gop)
 
 
-class PoolDataset(torch.utils.data.IterableDataset):
+class PoolDataset(torch.utils.data.IterableDataset, LeRobotNames):
     """Streams every frame of the selected episodes once per epoch, in a uniformly shuffled order, with
     memory bounded by `episode_pool_size` episodes of tabular rows.
 
@@ -75,6 +76,9 @@ class PoolDataset(torch.utils.data.IterableDataset):
     consumer's RNG derives from (seed, epoch, rank, worker). `iter()` advances the epoch; with a plain
     DataLoader and non-persistent workers call `set_epoch(e)`, or use `dl.ResumableDataLoader`, which also
     saves and restores the position (`dl.dataloader.resume`).
+
+    It carries LeRobot's names for what it serves (`dl.format.lerobot_names.LeRobotNames`: `fps`, `features`,
+    `num_frames`, `num_episodes`, `camera_keys`, `root`, `repo_id`, `set_image_transforms`).
 
     The source learns every selected episode's spans up front (`Source.prepare`, in the process that builds
     the loader: a remote source indexes the files there, once), hears of each episode as the pool admits it
@@ -367,7 +371,7 @@ class PoolDataset(torch.utils.data.IterableDataset):
         """Zero the pool counters (the benchmark does so after its single-process pass)."""
         self.counters.reset()
 
-    def stats(self, num_workers: int, batch_size: int) -> dict:
+    def figures(self, num_workers: int, batch_size: int) -> dict:
         """Pool figures for `dl run`: pool size; episodes admitted (read into a pool, replays excluded) and
         peak pool bytes (tabular rows held), summed over consumers; the shuffle ceiling of this split (the
         mean over consumers of the expected distinct-episode fraction of a batch drawn uniformly from that

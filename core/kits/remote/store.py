@@ -255,7 +255,7 @@ class RemoteStore(Source):
         """Zero the counters (the benchmark does after its single-process pass)."""
         self.counters.reset()
 
-    def stats(self, num_workers: int = 0, batch_size: int = 1) -> dict:
+    def figures(self, num_workers: int = 0, batch_size: int = 1) -> dict:
         """The counters summed over this process and its DataLoader workers since the last reset, and the seconds
         spent on metadata (`dl.kits.remote.source_counters.SourceCounters.report` lists every figure)."""
         return self.counters.report(self.metadata_s)
