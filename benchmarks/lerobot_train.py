@@ -11,7 +11,8 @@ renamed to LeRobot's `action` / `observation.state` / `observation.images.image`
 LeRobot's policies want those names; one 480x640 MPEG-4 camera, GOP ~12) and `generated` (dl's writer: 2 cameras at
 480x640, AV1 GOP 2 as LeRobot records, 24 episodes of 90-150 frames). Policies: `diffusion` (small U-Net, frames
 resized to 96x128 inside the policy: a data-bound run, 2 observation steps per camera) and `act` (tiny transformer;
-ResNet-18 on full frames, so its update dominates on a CPU). Batch 8, 2 workers, LeRobot's default `spawn` workers.
+ResNet-18 on full frames, so its update dominates on a CPU); `diffusion_small` resizes to 48x64. Batch 8, 2 workers
+(`--num-workers`), LeRobot's default `spawn` workers.
 The first log window (worker start, the first batches) is left out of data_s and updt_s. Prints one line per run
 and a table of medians (ranges) per dataset, policy and loader; --out writes every run as JSON.
 """
@@ -43,12 +44,17 @@ POLICIES = {
                   "--policy.down_dims=[32,64]", "--policy.horizon=16", "--policy.n_action_steps=8",
                   "--policy.drop_n_last_frames=7", "--policy.diffusion_step_embed_dim=32",
                   "--policy.spatial_softmax_num_keypoints=16", "--policy.use_separate_rgb_encoder_per_camera=false"],
+    "diffusion_small": ["--policy.type=diffusion", "--policy.resize_shape=[48,64]", "--policy.crop_shape=[40,56]",
+                        "--policy.down_dims=[16,32]", "--policy.horizon=16", "--policy.n_action_steps=8",
+                        "--policy.drop_n_last_frames=7", "--policy.diffusion_step_embed_dim=16",
+                        "--policy.spatial_softmax_num_keypoints=8",
+                        "--policy.use_separate_rgb_encoder_per_camera=false"],
     "act": ["--policy.type=act", "--policy.dim_model=64", "--policy.n_heads=2", "--policy.dim_feedforward=128",
             "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1", "--policy.chunk_size=10",
             "--policy.n_action_steps=10"],
 }
 COMMON = ["--policy.device=cpu", "--policy.push_to_hub=false", "--policy.pretrained_backbone_weights=null",
-          "--wandb.enable=false", "--batch_size=8", "--num_workers=2", "--seed=1"]
+          "--wandb.enable=false", "--batch_size=8", "--seed=1"]
 LOADERS = ("lerobot", "map", "pool")
 METER = re.compile(r"step:(\d+)\S* .*?loss:([\d.]+).*?updt_s:([\d.]+) data_s:([\d.]+)")
 
@@ -70,10 +76,11 @@ def datasets(names: list[str]) -> dict[str, tuple[Path, list[int] | None]]:
     return out
 
 
-def command(python: Path, loader: str, root: Path, episodes, policy: str, steps: int, out: Path) -> list[str]:
+def command(python: Path, loader: str, root: Path, episodes, policy: str, steps: int, out: Path,
+            workers: int = 2) -> list[str]:
     args = [f"--dataset.repo_id=bench/{root.name}", f"--dataset.root={root}", f"--output_dir={out}",
             f"--steps={steps}", f"--log_freq={max(steps // 4, 1)}", f"--save_freq={steps * 10}", *COMMON,
-            *POLICIES[policy]]
+            f"--num_workers={workers}", *POLICIES[policy]]
     if episodes is not None:
         args.append(f"--dataset.episodes={json.dumps(episodes)}")
     if loader == "lerobot":
@@ -93,12 +100,13 @@ def peak_tree_rss(process: subprocess.Popen, stop: threading.Event, peak: list[i
         stop.wait(0.5)
 
 
-def run_once(python: Path, loader: str, name: str, root: Path, episodes, policy: str, steps: int, work: Path) -> dict:
+def run_once(python: Path, loader: str, name: str, root: Path, episodes, policy: str, steps: int, work: Path,
+             workers: int = 2) -> dict:
     out = work / f"{name}-{policy}-{loader}-{time.monotonic_ns()}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
     t0 = time.perf_counter()
-    process = subprocess.Popen(command(python, loader, root, episodes, policy, steps, out), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=env)
+    process = subprocess.Popen(command(python, loader, root, episodes, policy, steps, out, workers),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     stop, peak = threading.Event(), [0]
     sampler = threading.Thread(target=peak_tree_rss, args=(process, stop, peak), daemon=True)
     sampler.start()
@@ -106,7 +114,7 @@ def run_once(python: Path, loader: str, name: str, root: Path, episodes, policy:
     stop.set()
     sampler.join()
     windows = [(int(s), float(loss), float(u), float(d)) for s, loss, u, d in METER.findall(log)]
-    result = {"dataset": name, "policy": policy, "loader": loader, "exit": process.returncode,
+    result = {"dataset": name, "policy": policy, "loader": loader, "workers": workers, "exit": process.returncode,
               "wall_s": round(time.perf_counter() - t0, 1), "peak_rss_gb": round(peak[0] / 1e9, 2)}
     if process.returncode != 0 or len(windows) < 2:
         return {**result, "error": log[-2000:]}
@@ -153,6 +161,7 @@ def main(argv=None) -> int:
     parser.add_argument("--loaders", default=",".join(LOADERS))
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--num-workers", type=int, default=2, help="lerobot-train's --num_workers [2]")
     parser.add_argument("--out", type=Path, default=None, help="write every run as JSON here")
     args = parser.parse_args(argv)
     if not args.python.is_file():
@@ -167,7 +176,8 @@ def main(argv=None) -> int:
             for repeat in range(args.repeats):
                 order = loaders[repeat % len(loaders):] + loaders[:repeat % len(loaders)]  # A B C, B C A, C A B
                 for loader in order:
-                    result = run_once(args.python, loader, name, root, episodes, policy, args.steps, work)
+                    result = run_once(args.python, loader, name, root, episodes, policy, args.steps, work,
+                                      args.num_workers)
                     results.append(result)
                     print(json.dumps({k: v for k, v in result.items() if k != "error"}), flush=True)
                     if "error" in result:

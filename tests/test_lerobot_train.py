@@ -30,6 +30,12 @@ TINY_ACT = ["--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=fa
             "--policy.n_heads=2", "--policy.dim_feedforward=64", "--policy.n_encoder_layers=1",
             "--policy.n_decoder_layers=1", "--policy.chunk_size=4", "--policy.n_action_steps=4",
             "--policy.pretrained_backbone_weights=null", "--wandb.enable=false", "--log_freq=100"]
+TINY_DIFFUSION = ["--policy.type=diffusion", "--policy.device=cpu", "--policy.push_to_hub=false",
+                  "--policy.down_dims=[16,32]", "--policy.horizon=8", "--policy.n_action_steps=4",
+                  "--policy.drop_n_last_frames=3", "--policy.diffusion_step_embed_dim=16",
+                  "--policy.spatial_softmax_num_keypoints=8", "--policy.pretrained_backbone_weights=null",
+                  "--wandb.enable=false", "--log_freq=100"]
+POLICIES = {"act": TINY_ACT, "diffusion": TINY_DIFFUSION}
 
 
 def write_lerobot_dataset(root: Path, lengths: list[int], cameras: int = 2, seed: int = 0, tasks: int = 2) -> Path:
@@ -79,16 +85,18 @@ def train(out: Path, *args, launcher: list[str] | None = None, timeout: int = 60
     return json.loads(out.read_text())
 
 
-def common(root: Path, output: Path, **extra) -> list[str]:
+def common(root: Path, output: Path, policy: str = "act", **extra) -> list[str]:
     args = [f"--dataset.repo_id=dl/{root.name}", f"--dataset.root={root}", f"--output_dir={output}", "--seed=3",
-            "--num_workers=2", "--batch_size=4", *TINY_ACT]
+            "--num_workers=2", "--batch_size=4", *POLICIES[policy]]
     return args + [f"--{k}={v}" for k, v in extra.items()]
 
 
+@pytest.mark.parametrize("policy", ["act", "diffusion"])
 @pytest.mark.parametrize("loader", ["map", "pool"])
-def test_trains_saves_and_resumes_the_data_stream_exactly(two_cameras, tmp_path, loader):
+def test_trains_saves_and_resumes_the_data_stream_exactly(two_cameras, tmp_path, loader, policy):
     output = tmp_path / "run"
-    whole = train(tmp_path / "whole.json", *common(two_cameras, output, steps=8, save_freq=4), f"--dl.loader={loader}")
+    whole = train(tmp_path / "whole.json", *common(two_cameras, output, policy, steps=8, save_freq=4),
+                  f"--dl.loader={loader}")
     assert len(whole["indices"]) == 8 and all(math.isfinite(x) for x in whole["losses"])
     checkpoint = output / "checkpoints" / "000004"
     assert (checkpoint / "training_state" / "dl_train.json").is_file()

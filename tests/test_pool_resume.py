@@ -162,9 +162,16 @@ def test_legacy_state_without_a_shape_still_loads(dataset_factory):
 
 
 def test_resume_accepts_another_rank_of_the_same_world(dataset_factory):
+    """Rank 0's state after 2 batches resumes rank 1 two batches into its own stream (ranks step in lockstep)."""
     root = dataset_factory(**TABULAR)
-    state = resumable(root, 2, 4, rank=0, world_size=2).state_dict()
-    resumable(root, 2, 4, rank=1, world_size=2).load_state_dict(state)
+    rank0 = resumable(root, 0, 4, rank=0, world_size=2)
+    batches = iter(rank0)
+    next(batches), next(batches)
+    state = rank0.state_dict()
+    whole = index_batches(resumable(root, 0, 4, rank=1, world_size=2))
+    resumed = resumable(root, 0, 4, rank=1, world_size=2)
+    resumed.load_state_dict(state)
+    assert len(whole) > 2 and index_batches(resumed) == whole[2:]
 
 
 @pytest.mark.parametrize(("num_workers", "persistent"), [

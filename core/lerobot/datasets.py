@@ -8,6 +8,7 @@ import math
 
 from ..contracts.config import LoaderConfig
 from ..contracts.errors import DlError, warn
+from ..dataloader.world import resolve_ranks
 from ..host.assembly import build_loader, open_dataset
 from ..mixture.api import make_mixture
 from .meta import LeRobotMeta
@@ -114,7 +115,9 @@ def _dataset_keys(deltas: dict | None, rename: dict) -> dict | None:
 
 
 def _loader_options(options: TrainOptions) -> dict:
-    out = {}
+    """The `pool` loader's options: those given, and with several processes `drop_last` (every rank the same number
+    of samples an epoch, so all stay in the same epoch and one checkpoint's loader state fits each)."""
+    out = {"drop_last": True} if resolve_ranks(None, None).world_size > 1 else {}
     if options.decode_budget is not None:
         out["decode_budget"] = options.decode_budget
     if options.episode_pool_size is not None:

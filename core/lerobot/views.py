@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch.utils.data
 
+from ..format.episodes import EpisodeSelection
 from .meta import LeRobotMeta
 
 
@@ -71,8 +72,13 @@ class LeRobotSurface:
 
     def __init__(self, loader, meta: LeRobotMeta, rename: Mapping[str, str] | None = None):
         self.loader, self.meta, self.rename = loader, meta, dict(rename or {})
-        self.episodes: list[int] = [int(ep.index) for ep in loader.episodes]
-        self.num_frames: int = int(sum(ep.length for ep in loader.episodes))
+        selection = loader.episodes
+        if isinstance(selection, EpisodeSelection):  # columns: no episode object built
+            self.episodes: list[int] = selection.index.tolist()
+            self.num_frames: int = int(selection.lengths.sum())
+        else:  # a mixture's members' episodes, member by member
+            self.episodes = [int(ep.index) for ep in selection]
+            self.num_frames = int(sum(ep.length for ep in selection))
         self.num_episodes: int = len(self.episodes)
 
     @property
