@@ -16,7 +16,7 @@ ROWS = (
     ("single_proc_samples_per_s", "samples/s without workers (spread)"),
     ("fetch_pct", "  of its time: reading rows, converting, %"),
     ("decode_pct", "  of its time: decoding video, %"),
-    ("shuffle_randomness_frac", "distinct episodes per batch (best possible)"),
+    ("shuffle_randomness_frac", "distinct episodes per batch (uniform draw)"),
     ("init_s", "dataset built in, s"),
     ("first_batch_latency_s", "first batch after iter(), s"),
     ("p50_sample_latency_ms", "ms per sample, median"),
@@ -32,7 +32,8 @@ ROWS = (
 """(result field, row label), in the table's order; a row no run reports is left out."""
 
 CELLS = {
-    "samples_per_s": "rate (spread %), marked `unsteady` over 50%",
+    "samples_per_s": "rate (spread %), marked `unsteady` over 50% and `busy` when other processes took over a quarter "
+                     "of the cores (`machine_load`)",
     "decoded_frames_pct_of_random_ceiling": "% of `decode_ceiling.random_frames_per_s` (how much its trials varied); "
                                             "`in order` over 100% when the loader decodes in order, `limit measured "
                                             "low` when the ceiling was (`decode_ceiling_exceeded`)",
@@ -40,8 +41,8 @@ CELLS = {
                                                 "varied)",
     "single_proc_samples_per_s": "rate (`single_proc_spread_pct` %), marked `unsteady` over 50%",
     "shuffle_randomness_frac": "mean distinct episodes in a batch (`shuffle_randomness_frac` x batch size) `of` the "
-                               "batch size (the best a uniform draw gives: `shuffle_randomness_ideal` x batch size); "
-                               "`dl report` shows the same",
+                               "batch size (what a uniform draw of frames gives: `shuffle_randomness_ideal` x batch "
+                               "size); `dl report` shows the same",
     "video_decoder_cache": "`video_decoder_cache.hits` / `.misses`",
 }
 """What a cell shows where it is more than the field's value."""

@@ -53,7 +53,9 @@ def _cell(result: dict, key: str) -> str:
         return f"{value['hits']}/{value['misses']}"
     if key == "shuffle_randomness_frac" and value is not None and batch:
         ideal = result.get("shuffle_randomness_ideal")
-        return f"{value * batch:.1f} of {batch}" + (f" (best {ideal * batch:.1f})" if ideal is not None else "")
+        return f"{value * batch:.1f} of {batch}" + (f" (uniform {ideal * batch:.1f})" if ideal is not None else "")
+    if key in MEASURED_IN and value is not None and busy_in(result, key):
+        return f"{value} busy"
     return "-" if value is None else str(value)
 
 

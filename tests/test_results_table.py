@@ -58,7 +58,7 @@ def test_every_row_is_in_words_with_the_figures_in_units():
         assert label.strip() in text
     assert "dataset: /data/open50: 43 episodes" in text  # a local folder as its path, not file:///
     assert "2.2e+03" not in text and "136.0% of 2,152 frames/s, in order" in text  # the ceiling with its unit
-    assert "8.9 of 16 (best 11.8)" in text  # distinct episodes in a batch of 16, and the ideal
+    assert "8.9 of 16 (uniform 11.8)" in text  # distinct episodes in a batch of 16, and the ideal
     assert "1463.15 (220.7%) unsteady" in text and "258.41 (34%)" in text and "258.41 (34%) unsteady" not in text
     notes = text.split("dl run results")[1]
     assert "10th to 90th percentile" in notes
