@@ -143,8 +143,8 @@ def test_a_dataset_folder_without_info_json_names_the_file(small_dataset, writab
     root = writable_copy(small_dataset)
     (root / "meta" / "info.json").unlink()
     result = invoke("info", root)
-    assert result.exit_code == 2 and "meta/info.json is missing" in result.output
-    assert "restore meta/info.json" in result.output
+    assert result.exit_code == 2 and "has no meta/info.json, though its meta/ holds other files" in result.output
+    assert "restore meta/info.json" in result.output and "run the same dl transcode again" in result.output
 
 
 def test_serve_selects_the_complete_episodes(small_dataset, writable_copy):

@@ -369,8 +369,9 @@ def _read_info(source: Source) -> dict:
     except SourceFileNotFoundError:
         if _has_meta_files(source):
             raise DatasetFormatError(
-                f"{source.url}/meta/info.json is missing, though {source.url}/meta holds other files: restore "
-                "meta/info.json from the dataset's origin (a partial download or copy lost it)."
+                f"{source.url} has no meta/info.json, though its meta/ holds other files: restore meta/info.json from "
+                "the dataset's origin (a partial download or copy lost it), or, for a `dl transcode` destination, run "
+                "the same dl transcode again to finish it."
             ) from None
         raise DatasetFormatError(
             f"{source.url} has no meta/info.json: give the root of a LeRobot v3.0 dataset (the folder holding "
