@@ -10,19 +10,34 @@ from rich.table import Table
 
 from .console import make_console
 
-FOLDERS = {
-    "tabular": ("the map loader's memory-mapped Arrow rows, one file per selection",
-                "16 GB, least recently used first (map loader option tabular_cache_bytes)"),
-    "frame_times": ("each video file's frame times, read from its MP4 index",
-                    "1 GiB, least recently used first"),
-    "screens": ("the row checks' per-episode results of a selection, for the next open",
-                "256 MiB, least recently used first"),
-    "remote": ("remote sources' downloaded byte blocks, a folder per host ($SLURM_TMPDIR or $TMPDIR first)",
-               "8 GB per host (source option cache_bytes)"),
-    "datasets": ("dl run's embedded default dataset, written once", "none: about 20 MB"),
-    "bench": ("datasets and runs the benchmarks in benchmarks/ generate", "none: clear it when done"),
-}
-"""dl's own subfolders: what fills each, and the limit dl keeps it under."""
+
+def folders() -> dict[str, tuple[str, str]]:
+    """dl's own subfolders: what fills each, and the limit dl keeps it under (from the constants dl keeps them by)."""
+    import inspect
+
+    from dl.contracts.units import parse_bytes
+    from dl.format.frame_times import CACHE_LIMIT_BYTES
+    from dl.format.kept_screens import LIMIT_BYTES
+    from dl.plugins.map.dataset import MapDataset
+    from dl.plugins.remote.options import DEFAULT_CACHE_BYTES
+
+    from .labels import format_size
+
+    tabular = format_size(parse_bytes(inspect.signature(MapDataset).parameters["tabular_cache_bytes"].default))
+    return {
+        "tabular": ("the map loader's memory-mapped Arrow rows, one file per selection",
+                    f"{tabular}, least recently used first (map loader option tabular_cache_bytes)"),
+        "frame_times": ("each video file's frame times, read from its MP4 index",
+                        f"{format_size(CACHE_LIMIT_BYTES)}, least recently used first"),
+        "screens": ("the row checks' per-episode results of a selection, for the next open",
+                    f"{format_size(LIMIT_BYTES)}, least recently used first"),
+        "remote": ("remote sources' downloaded byte blocks, a folder per host ($SLURM_TMPDIR or $TMPDIR first)",
+                   f"{format_size(DEFAULT_CACHE_BYTES)} per host (source option cache_bytes)"),
+        "datasets": ("dl run's embedded default dataset, written once", "none: about 20 MB"),
+        "bench": ("datasets and runs the benchmarks in benchmarks/ generate", "none: clear it when done"),
+    }
+
+
 
 
 def folder_size(path: str) -> tuple[int, int]:
@@ -63,10 +78,10 @@ def cache(names, clear, as_json):
         make_console().print(f"cleared {', '.join(chosen) or 'nothing'} from {root}: {freed / 1e6:.1f} MB freed",
                              highlight=False, markup=False)
         return
-    rows = []
+    rows, known = [], folders()
     for name in chosen:
         size, files = folder_size(str(root / name))
-        what, limit = FOLDERS.get(name, ("not one of dl's own folders", "-"))
+        what, limit = known.get(name, ("not one of dl's own folders", "-"))
         rows.append({"name": name, "bytes": size, "files": files, "holds": what, "limit": limit})
     if as_json:
         click.echo(json.dumps({"cache_dir": str(root), "folders": rows}, indent=1))

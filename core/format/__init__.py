@@ -2,7 +2,8 @@
 
 - `metadata`: `meta/info.json`, `meta/episodes/`, `meta/tasks.parquet`, `meta/stats.json` and the listing
   of the dataset's files, read once through a `dl.Source` (`DatasetMeta`, `EpisodeMeta`); `episodes`: the
-  episodes as columns (`EpisodeColumns`, memory-mappable), with `EpisodeMeta` views built on demand.
+  episodes as columns (`EpisodeColumns`, memory-mappable), with `EpisodeMeta` views built on demand;
+  `meta_files`: reading and checking those files; `lerobot_names`: LeRobot's names on dl's loaders.
 - `tabular`: an episode's rows from its data parquet file, as numpy arrays.
 - `delta`: `delta_timestamps` as frame offsets, with LeRobot's clamping and `_is_pad` masks.
 - `samples`: LeRobot-compatible sample dicts from rows and decoded frames (`SampleBuilder`).

@@ -9,9 +9,7 @@ columns (`dl.format.episodes`): a million episodes are a few arrays, and `Episod
 built on demand."""
 
 import json
-import math
 import os
-import posixpath
 from functools import cached_property
 from pathlib import Path
 
@@ -22,7 +20,6 @@ from ..contracts.errors import (
     DatasetFormatError,
     DlError,
     MissingFilesError,
-    SourceFileNotFoundError,
     format_indices,
     warn,
 )
@@ -30,12 +27,12 @@ from ..contracts.source import FileSpan, Prefetches, Source
 from .depth import DepthQuantizer
 from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
 from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
-from .features import camera_keys, check_features, is_depth_map, left_out, video_info
+from .features import camera_keys, is_depth_map, left_out, video_info
 from .frame_times import FrameTimes
+from .meta_files import SUPPORTED_VERSION, read_episodes, read_info, read_json, read_tasks, top_folder
 
 __all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
 
-SUPPORTED_VERSION = "v3.0"
 DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
 SNAPSHOT_FILE, SNAPSHOT_EPISODES = "metadata.json", "episodes.arrow"
 """The two files of a metadata snapshot (`DatasetMeta.write_snapshot`)."""
@@ -97,19 +94,19 @@ class DatasetMeta:
     def load(cls, source: Source) -> "DatasetMeta":
         """Read and validate the metadata under `source`: info.json first, then one listing of `meta/` and
         of each top folder the path templates use, then the episodes, tasks and stats files (one read each)."""
-        info = _read_info(source)
+        info = read_info(source)
         files: dict[str, int] = {}
-        folders = {"meta", *(_top_folder(source, info, k) for k in ("data_path", "video_path") if info.get(k))}
+        folders = {"meta", *(top_folder(source, info, k) for k in ("data_path", "video_path") if info.get(k))}
         for folder in sorted(folders):
             files.update(source.list_files(folder))
-        tasks = _read_tasks(source, files)
-        subtasks = _read_tasks(source, files, "meta/subtasks.parquet") if "meta/subtasks.parquet" in files else {}
-        columns = _read_episodes(source, info, files)
+        tasks = read_tasks(source, files)
+        subtasks = read_tasks(source, files, "meta/subtasks.parquet") if "meta/subtasks.parquet" in files else {}
+        columns = read_episodes(source, info, files)
         check_rate(source.url, info["fps"], columns)
         check_totals(source.url, info, columns)
         for key, why in left_out(info["features"]).items():
             warn(f"{source.url}/meta/info.json: feature {key} is {why}; dl leaves it out of the samples.")
-        stats = _read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
+        stats = read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
         pa.default_memory_pool().release_unused()  # the parquet reads' buffers: DataLoader workers fork from here
         return cls(source, info, columns, tasks, stats, dict(sorted(files.items())), subtasks)
 
@@ -333,110 +330,3 @@ def stats_tensors(document: dict) -> dict:
 def _sum_by(ids: np.ndarray, values: np.ndarray, names: list[str]) -> dict[str, float]:
     sums = np.bincount(ids, weights=values, minlength=len(names))
     return {name: float(total) for name, total in zip(names, sums.tolist(), strict=True)}
-
-
-def _top_folder(source: Source, info: dict, key: str) -> str:
-    template = info[key]
-    source.path(template.split("{")[0] or ".")  # refuses an absolute template or one that climbs out of the root
-    top = posixpath.normpath(template).split("/")[0]
-    if "{" in top or top in ("", "."):
-        raise DatasetFormatError(f"{source.url}/meta/info.json: {key} {template!r} must start with a fixed folder "
-                                 "inside the dataset root (e.g. 'data/chunk-{chunk_index:03d}/...').")
-    return top
-
-
-def _read_json(source: Source, rel: str) -> dict:
-    raw = source.read_bytes(rel)
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise DatasetFormatError(f"{source.url}/{rel} is not valid JSON{where}: {exc.msg if where else exc}. "
-                                 "Restore the file from the dataset's origin.") from None
-
-
-def _has_meta_files(source: Source) -> bool:
-    """Whether `meta/` lists any file (a dataset root that lost its info.json, not a wrong folder)."""
-    try:
-        return bool(source.list_files("meta"))
-    except DlError:
-        return False
-
-
-def _read_info(source: Source) -> dict:
-    try:
-        info = _read_json(source, "meta/info.json")
-    except SourceFileNotFoundError:
-        if _has_meta_files(source):
-            raise DatasetFormatError(
-                f"{source.url} has no meta/info.json, though its meta/ holds other files: restore meta/info.json from "
-                "the dataset's origin (a partial download or copy lost it), or, for a `dl transcode` destination, run "
-                "the same dl transcode again to finish it."
-            ) from None
-        raise DatasetFormatError(
-            f"{source.url} has no meta/info.json: give the root of a LeRobot v3.0 dataset (the folder holding "
-            "meta/, data/ and videos/)."
-        ) from None
-    if not isinstance(info, dict):
-        raise DatasetFormatError(f"{source.url}/meta/info.json holds a JSON {type(info).__name__}, not an object.")
-    version = info.get("codebase_version")
-    if version != SUPPORTED_VERSION:
-        raise DatasetFormatError(
-            f"{source.url} is a LeRobot {version or 'unknown-version'} dataset; dl reads {SUPPORTED_VERSION} "
-            "only. Convert it with LeRobot's converter (lerobot.datasets.v30.convert_dataset_v21_to_v30) "
-            "or download its v3.0 revision."
-        )
-    for key in ("fps", "features", "data_path"):
-        if key not in info:
-            raise DatasetFormatError(f"{source.url}/meta/info.json has no {key!r}.")
-    fps = info["fps"]
-    if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
-        raise DatasetFormatError(f"{source.url}/meta/info.json: fps is {fps!r}; it must be a positive number of "
-                                 "frames per second (the rate the dataset was recorded at, e.g. 30).")
-    check_features(source.url, info["features"])
-    if any(f.get("dtype") == "video" for f in info["features"].values()) and not info.get("video_path"):
-        raise DatasetFormatError(f"{source.url}/meta/info.json has video features but no 'video_path'.")
-    return info
-
-
-def _read_parquet(source: Source, rel: str, skip_prefix: str | None = None):
-    """The whole table of a small metadata parquet file (one read), leaving out columns named `skip_prefix*`."""
-    import pyarrow.parquet as pq
-
-    # copied into Arrow-owned memory: a buffer borrowed from a Python bytes object may be released by an Arrow
-    # worker thread after the read returns, and if the interpreter is exiting by then (an error right after
-    # reading metadata) that thread cannot take the GIL and the process aborts
-    stream = pa.BufferOutputStream()
-    stream.write(source.read_bytes(rel))
-    try:
-        pf = pq.ParquetFile(pa.BufferReader(stream.getvalue()))
-        columns = [c for c in pf.schema_arrow.names if not (skip_prefix and c.startswith(skip_prefix))]
-        return pf.read(columns=columns)
-    except (pa.ArrowException, OSError) as exc:
-        raise DatasetFormatError(f"{source.url}/{rel} is not a readable parquet file ({exc}). Restore it from the "
-                                 "dataset's origin.") from None
-
-
-def _read_tasks(source: Source, files: dict[str, int], rel: str = "meta/tasks.parquet") -> dict[int, str]:
-    """Task (or subtask) strings by index from `rel`: LeRobot writes the string as the pandas index
-    (`__index_level_0__`) beside a `task_index` (`subtask_index`) column; a `task` (`subtask`) column is accepted
-    too."""
-    if rel not in files:
-        raise DatasetFormatError(f"{source.url} has no {rel}.")
-    table = _read_parquet(source, rel)
-    name = posixpath.basename(rel).removesuffix("s.parquet")
-    text_col = next((c for c in (name, "__index_level_0__") if c in table.column_names), None)
-    if text_col is None or f"{name}_index" not in table.column_names:
-        raise DatasetFormatError(
-            f"{source.url}/{rel} needs a {name}_index column and the {name} string as a '{name}' "
-            f"column or pandas index; it has {table.column_names}."
-        )
-    return dict(zip(table.column(f"{name}_index").to_pylist(), table.column(text_col).to_pylist(), strict=True))
-
-
-def _read_episodes(source: Source, info: dict, files: dict[str, int]) -> EpisodeColumns:
-    parts = [f for f in files if f.startswith("meta/episodes/") and f.endswith(".parquet")]
-    if not parts:
-        raise DatasetFormatError(f"{source.url} has no meta/episodes/**/*.parquet files.")
-    tables = [(rel, _read_parquet(source, rel, skip_prefix="stats/")) for rel in parts]
-    return EpisodeColumns.from_tables(source.url, info, tables)

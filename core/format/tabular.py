@@ -81,7 +81,7 @@ def _read_file(meta: DatasetMeta, path: str, episodes: list[EpisodeMeta], column
             if not mine:
                 return {}
             groups = sorted({g for ep in mine for g in index.groups_of(ep)})
-            # no Arrow threads: the file object's buffers belong to Python (see metadata._read_parquet)
+            # no Arrow threads: the file object's buffers belong to Python (see meta_files.read_parquet)
             located = pf.read_row_groups(groups, columns=["index", "episode_index"], use_threads=False)
             found, owners = located.column("index").to_numpy(), located.column("episode_index").to_numpy()
             spans = {}

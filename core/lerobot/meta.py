@@ -46,7 +46,7 @@ class EpisodeTable(Mapping):
         return self._columns[name]
 
     def __iter__(self):
-        return iter([*self._columns, "tasks"] if "tasks" not in self._columns else self._columns)
+        return iter(("episode_index", "length", "dataset_from_index", "dataset_to_index", "tasks"))
 
     def __len__(self) -> int:
         return len(self._columns["episode_index"])
