@@ -10,6 +10,6 @@
 - `frame_times`: each video's presentation times from its MP4 index; `timestamp_checks`, `checks`,
   `selection_checks`: which frame a row gets, and what is refused; `feature_selection`: `features=[...]`.
 
-May import: `dl.contracts`, `dl.kits.mp4_index` (a video's frame times, read from its container index),
+May import: `dl.contracts`, `dl.kits.video_indexes` (a video's frame times, from its container index),
 `dl.kits.paths` and `dl.kits.lru_folder` (those frame times kept in dl's cache folder).
 """

@@ -2,9 +2,10 @@
 
 A row's camera frame is the one whose presentation time is nearest the row's query, `from_timestamp` + the row's
 `timestamp` (LeRobot's `_query_videos`), served when it is less than `tolerance_s` away. Which frames a file holds,
-and when, is read from its container index (`dl.kits.mp4_index`: sample tables, composition offsets, the edit
-list), never assumed: files concatenated from recordings whose durations are not whole frames, 29.97 fps
-cameras, variable frame rates, edit lists and B-frames all put frames off a 1/fps grid of the file's timeline.
+and when, is read from its container index (the source's one index per file, `dl.kits.video_indexes`: sample tables,
+composition offsets, the edit list), never assumed: files concatenated from recordings whose durations are not whole
+frames, 29.97 fps cameras, variable frame rates, edit lists and B-frames all put frames off a 1/fps grid of the file's
+timeline.
 
 `FrameTimes` holds the times of every file read so far; the process that builds a loader reads those of its
 selection once (`FrameTimes.load`, a few ranged reads per file, threaded), and the times travel to workers and
@@ -23,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from ..kits import lru_folder
-from ..kits.mp4_index import Mp4IndexError, read_index
 from ..kits.paths import cache_dir
+from ..kits.video_indexes import indexes_of
 
 INDEX_THREADS = 16
 """Files indexed at once by `FrameTimes.load` (each costs one or two reads)."""
@@ -119,15 +120,15 @@ def _load_kept(kept: Path | None) -> np.ndarray | None:
 
 
 def _read_times(meta, path: str, kept: Path | None) -> np.ndarray | str:
-    """`path`'s frame times from its MP4 index, then kept at `kept` (written under a temporary name and renamed),
-    or why the file has none."""
+    """`path`'s frame times from its MP4 index (the source's, `dl.kits.video_indexes`: parsed now through ranged
+    reads unless held), then kept at `kept` (written under a temporary name and renamed), or why the file has none."""
     if kept is None:
         return f"{path} is not listed in the dataset's files"
-    try:
-        index = read_index(lambda start, end: meta.source.read_bytes(path, start, end), meta.files[path],
-                           f"{meta.source.url}/{path}")
-    except Mp4IndexError as exc:
-        return str(exc)
+    indexes = indexes_of(meta.source)
+    index = indexes.get(path, meta.files[path], lambda start, end: meta.source.read_bytes(path, start, end),
+                        f"{meta.source.url}/{path}")
+    if index is None:
+        return indexes.unindexed[path]
     times = np.sort(index.pts_s)
     times = times[times >= 0]  # FFmpeg's mov demuxer drops the samples an edit list starts after
     temp = lru_folder.temp_path(kept)

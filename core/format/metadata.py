@@ -24,6 +24,7 @@ from ..contracts.errors import (
     warn,
 )
 from ..contracts.source import FileSpan, Prefetches, Source
+from ..kits.video_indexes import indexes_of
 from .depth import DepthQuantizer
 from .episode_checks import check_rate, check_totals, describe_problems, episode_problems
 from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
@@ -111,11 +112,12 @@ class DatasetMeta:
         return cls(source, info, columns, tasks, stats, dict(sorted(files.items())), subtasks)
 
     def to_snapshot(self) -> dict:
-        """What `load` read besides the episode columns, JSON-ready: the url, info.json, tasks, stats.json and the
-        listing (`write_snapshot` writes it with the columns beside it)."""
+        """What `load` read besides the episode columns, JSON-ready: the url, info.json, tasks, stats.json, the
+        listing, the video indexes parsed so far (`dl.kits.video_indexes`) and a remote source's state
+        (`write_snapshot` writes it with the columns beside it)."""
         return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
                 "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats_document,
-                "files": self.files,
+                "files": self.files, "indexes": indexes_of(self.source).state(),
                 "source": self.source.state() if isinstance(self.source, Prefetches) else {}}
 
     def write_snapshot(self, folder: str | os.PathLike) -> str:
@@ -150,6 +152,7 @@ class DatasetMeta:
         columns = EpisodeColumns.open(str(where / snapshot["episodes"]))
         tasks = {int(i): t for i, t in snapshot["tasks"]}
         subtasks = {int(i): t for i, t in snapshot.get("subtasks", [])}
+        indexes_of(source).restore(snapshot.get("indexes") or {})
         if isinstance(source, Prefetches):
             source.restore(snapshot.get("source") or {})
         return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"], subtasks)

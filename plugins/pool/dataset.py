@@ -132,11 +132,11 @@ class PoolDataset(torch.utils.data.IterableDataset, LeRobotNames):
         self.keys = tabular_keys(meta)
         self.builder = SampleBuilder(meta, self.keys, decoder, config)
         self.builder.check_streams(self.episodes)
-        load_selection(meta, self.episodes)  # the files' frame times, read once here and carried to the workers
         self._nonfinite_seen = False  # NaN/inf warned about in this process
         self.prefetches = isinstance(meta.source, Prefetches)
         if self.prefetches:  # a remote source indexes the files and plans the byte ranges, on the host
             meta.source.prepare([span for ep in self.episodes for span in meta.file_spans(ep)])
+        load_selection(meta, self.episodes)  # frame times from the indexes (prepare's), carried to workers
         self.chunk_option, self._kept = decode_chunk_frames, False
         self.order = self._order(decode_chunk_frames, self.world_size)
         self.counters = SharedCounters(("episodes_admitted", "pool_bytes_peak", "fast_forward_us", "chunks_decoded",

@@ -7,16 +7,19 @@ each episode on its own (its recorder, and its v2.1 -> v3.0 converter concatenat
 episode's first frame is a keyframe and its keyframes lie every GOP frames from there; chunks of rows
 `r // chunk_frames` then start on keyframes when `chunk_frames` is a multiple of the GOP.
 
-The grid is read from each camera's MP4 index (`dl.kits.mp4_index`: the `moov` box, a few ranged reads, the
-whole file never), of one episode: the dataset's cameras are encoded alike.
+The grid is read from each camera's MP4 index (the source's, `dl.kits.video_indexes`: parsed from the `moov` box with
+a few ranged reads unless the host already did, the whole file never), of one episode: the dataset's cameras are
+encoded alike.
 """
 
 import math
+from functools import partial
 
 import numpy as np
 
 from dl.format.metadata import DatasetMeta, EpisodeMeta
-from dl.kits.mp4_index import Mp4IndexError, read_index
+from dl.kits.mp4_index import Mp4IndexError
+from dl.kits.video_indexes import indexes_of
 
 ON_GRID_SHARE = 0.9
 """The share of an episode's grid positions (0, g, 2g, ...) that must be keyframes for GOP g to count as its grid
@@ -39,11 +42,11 @@ def episode_gop(meta: DatasetMeta, episode: EpisodeMeta) -> int | None:
         size = meta.files.get(video.path)
         if size is None:
             return None
+        index = indexes_of(meta.source).get(video.path, size, partial(meta.source.read_bytes, video.path),
+                                            f"{meta.source.url}/{video.path}")
+        if index is None or index.reorder_depth:
+            return None
         try:
-            index = read_index(lambda start, end, rel=video.path: meta.source.read_bytes(rel, start, end), size,
-                               video.path)
-            if index.reorder_depth:
-                return None
             _, _, first, last = index.decode_span(video.from_timestamp, video.to_timestamp)
         except Mp4IndexError:
             return None

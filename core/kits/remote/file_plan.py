@@ -1,5 +1,5 @@
 """Which bytes of a remote file a part of it needs, from its index read once per run with a few ranged reads: an
-MP4's container index (`dl.kits.mp4_index`) or a parquet footer. A `FilePlan` is what every reader of the file reads
+MP4's container index (`dl.kits.video_indexes`) or a parquet footer. A `FilePlan` is what every reader of the file reads
 (`header`) and a `check` (the sha1 of the index bytes when planned: a reader that fetches them again notices a file
 that changed since). `video_part` maps a time span to the byte ranges of its frames from the keyframe at or before
 the first; `rows_part` maps an episode to the row groups whose `episode_index` statistics admit it.
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...contracts.errors import DlError
-from ..mp4_index import SampleIndex, merge_ranges, read_index
+from ..mp4_index import SampleIndex, merge_ranges
 from .span_reads import keyframe_marks
 
 Read = Callable[[int, int], bytes]
@@ -44,10 +44,10 @@ def digest(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
 
 
-def plan_video(read: Read, size: int, name: str) -> tuple[FilePlan, SampleIndex]:
-    """Read an MP4's index. Raises `dl.kits.mp4_index.Mp4IndexError` for files it cannot index."""
-    index = read_index(read, size, name)
-    return FilePlan(size, index.header, (*index.moov, digest(read(*index.moov)))), index
+def plan_video(index: SampleIndex, read: Read) -> FilePlan:
+    """The plan of an MP4 from its index (`dl.kits.video_indexes`), its `moov` bytes read through `read` for the
+    check."""
+    return FilePlan(index.size, index.header, (*index.moov, digest(read(*index.moov))))
 
 
 def video_part(index: SampleIndex, from_s: float, to_s: float) -> Part:

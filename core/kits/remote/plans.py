@@ -5,9 +5,11 @@ import base64
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from ...contracts.source import FileSpan
 from ..mp4_index import Mp4IndexError, merge_ranges
+from ..video_indexes import VideoIndexes
 from .file_plan import FilePlan, ParquetPlanError, Part, plan_parquet, plan_video, rows_part, video_part
 from .prefetch import Piece
 from .span_reads import Ranked, ranked_reads
@@ -38,10 +40,11 @@ class FilePlans:
         self.whole: dict[str, str] = {}
 
     def prepare(self, spans: list[FileSpan], size_of: Callable[[str], int], read: Callable[[str, int, int], bytes],
-                url: str) -> int:
-        """Index the files of `spans` not indexed yet (`INDEX_THREADS` at once, through `read(rel, start, end)`; a
-        file that cannot be indexed is read whole, logged at INFO), compute every span's ranges, and return the bytes
-        the spans need (each file's index once plus the union of its spans' ranges). `url` names the dataset."""
+                url: str, videos: VideoIndexes) -> int:
+        """Index the files of `spans` not indexed yet (`INDEX_THREADS` at once, through `read(rel, start, end)`: a
+        video's index from `videos`, the source's, parsed there unless held; a file that cannot be indexed is read
+        whole, logged at INFO), compute every span's ranges, and return the bytes the spans need (each file's index
+        once plus the union of its spans' ranges). `url` names the dataset."""
         todo = {s.path: s for s in spans
                 if part_key(s) is not None and s.path not in self.files and s.path not in self.whole}
         indexes = {}
@@ -49,11 +52,13 @@ class FilePlans:
             def index(span: FileSpan):
                 where = f"{url}/{span.path}"
                 size = span.size if span.size is not None else size_of(span.path)
+                file_read = partial(read, span.path)
+                if span.episode is None:
+                    found = videos.get(span.path, size, file_read, where)
+                    return videos.unindexed[span.path] if found is None else (plan_video(found, file_read), found)
                 try:
-                    if span.episode is None:
-                        return plan_video(lambda a, b: read(span.path, a, b), size, where)
-                    return plan_parquet(lambda a, b: read(span.path, a, b), size, where)
-                except (Mp4IndexError, ParquetPlanError) as exc:
+                    return plan_parquet(file_read, size, where)
+                except ParquetPlanError as exc:
                     return str(exc)
 
             with ThreadPoolExecutor(min(INDEX_THREADS, len(todo)), thread_name_prefix="dl-index") as pool:

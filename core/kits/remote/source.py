@@ -19,6 +19,7 @@ import filelock
 
 from ...contracts.errors import DlError
 from ...contracts.source import FileSpan
+from ..video_indexes import indexes_of
 from .file_plan import digest
 from .host_cache import BLOCK_BYTES, HostCache, host_folder
 from .plans import FilePlans
@@ -105,7 +106,7 @@ class RemoteSource(RemoteStore):
         try:
             known = set(self.plans.files)
             read = self._read_blocks if self.options.prefetch else self._fetch
-            needed = self.plans.prepare(files, self._size, read, self.url)
+            needed = self.plans.prepare(files, self._size, read, self.url, indexes_of(self))
             for rel in set(self.plans.files) - known if self.options.prefetch else ():
                 lo, hi = self.plans.files[rel].check[:2]  # fetched again by a reader, which checks them
                 for block in range(lo // BLOCK_BYTES, (hi - 1) // BLOCK_BYTES + 1):

@@ -1,6 +1,6 @@
 """Whether torchcodec's "approximate" seek mode decodes the frame asked for at every position of a file, read from
-the file's MP4 index (`dl.kits.mp4_index`) rather than assumed. That mode maps frame i to `i / average_fps` of the
-header and seeks to the keyframe before it, so it decodes the wrong frame of a stream
+the file's MP4 index (the source's, `dl.kits.video_indexes`) rather than assumed. That mode maps frame i to
+`i / average_fps` of the header and seeks to the keyframe before it, so it decodes the wrong frame of a stream
 - whose frames lie off that grid (recordings concatenated at durations that are not whole frames, variable frame
   rates): `frames_on_grid`;
 - with leading pictures (open GOPs): after a seek to a keyframe FFmpeg drops the pictures shown before it, so a seek to
@@ -11,23 +11,32 @@ import os
 
 import numpy as np
 
-from ..mp4_index import Mp4IndexError, SampleIndex, read_index
+from ..mp4_index import SampleIndex
+from ..video_indexes import VideoIndexes, indexes_of
 
 GRID_SLACK_S = 1e-6
 """How far (s) a frame's presentation time may lie from `i / average_fps` and count as on the grid."""
 
 
-def approximate_places_frames(video, meta) -> bool | None:
+def approximate_places_frames(source, path: str, meta) -> bool | None:
     """Whether "approximate" seeking decodes the right frame everywhere in the file: its frames on the header's grid
-    and no leading pictures; None when the file has no MP4 index this reader can read (fragmented MP4, Matroska).
+    and no leading pictures; None when the file has no MP4 index this reader can read (fragmented MP4, Matroska) or
+    its index cannot be read.
 
     Args:
-        video: what `Source.video_input` gave for the file: a local path or a seekable file object (closed here).
+        source: the `dl.Source` holding the file; its index is the source's (`dl.kits.video_indexes`), parsed
+            through `source.video_input(path)` unless held.
+        path: the video file, relative to the source's root.
         meta: the torchcodec `VideoStreamMetadata` of the file.
     """
-    try:
-        index = index_of(video)
-    except (Mp4IndexError, OSError):
+    indexes = indexes_of(source)
+    if not indexes.known(path):
+        try:
+            index_through(indexes, path, source.video_input(path), f"{source.url}/{path}")
+        except OSError:
+            return None
+    index = indexes.found.get(path)
+    if index is None:
         return None
     return frames_on_grid(index, meta.average_fps_from_header) and not leading_pictures(index)
 
@@ -53,15 +62,16 @@ def leading_pictures(index: SampleIndex) -> bool:
     return bool((index.pts < index.pts[last_key]).any())
 
 
-def index_of(video) -> SampleIndex:
-    """The MP4 index of what `Source.video_input` gave: a local path, or a seekable file object (closed after).
+def index_through(indexes: VideoIndexes, path: str, video, name: str) -> SampleIndex | None:
+    """`indexes.get` for `path`, read through what `Source.video_input` gave: a local path, or a seekable file object
+    (closed after); `name`: the file in messages.
 
     Raises:
-        Mp4IndexError: not an MP4 `dl.kits.mp4_index` indexes.
+        OSError: the file cannot be read.
     """
     if isinstance(video, str | os.PathLike):
         with open(video, "rb") as f:
-            return index_of(f)
+            return index_through(indexes, path, f, name)
 
     def read(start: int, end: int) -> bytes:
         video.seek(start)
@@ -75,6 +85,6 @@ def index_of(video) -> SampleIndex:
         return b"".join(parts)
 
     try:
-        return read_index(read, video.seek(0, os.SEEK_END))
+        return indexes.get(path, video.seek(0, os.SEEK_END), read, name)
     finally:
         video.close()

@@ -36,7 +36,7 @@ def approximate_is_right(source: Source, path: str, meta) -> bool:
     """Whether "approximate" seeking decodes the right frames of `path`: its MP4 index shows its frames on the
     header's rate grid and no open GOPs (`dl.kits.video.frame_grid.approximate_places_frames`), or, for a file without
     an index this reader can read, its header is trustworthy (`header_trustworthy`)."""
-    right = approximate_places_frames(source.video_input(path), meta)
+    right = approximate_places_frames(source, path, meta)
     return header_trustworthy(meta) if right is None else right
 
 
