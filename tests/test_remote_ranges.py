@@ -1,9 +1,9 @@
 """Remote sources read byte ranges, against moto's S3 server on loopback: an episode of a long video fetches the
 blocks of its frames' ranges and of the index, not the file, and decodes the same frames as the local file; the
 host's cache serves later epochs and this host's other processes; dropped blocks are fetched again; the indexes
-are read once and travel in `state()`; a file that changed
-after it was indexed, or a range that comes back short, fails naming the file; a data file's episode reads its
-row groups only; progress without a terminal."""
+are read once and travel in `state()`; a file that changed after it was indexed (its length, or its index in place),
+or a range that comes back short, fails naming the file; a data file's episode reads its row groups only; progress
+without a terminal."""
 
 import io
 import shutil
@@ -19,6 +19,8 @@ from dl.format.metadata import DatasetMeta
 from dl.host.assembly import build_loader
 from dl.kits.remote.host_cache import BLOCK_BYTES
 from dl.kits.remote.prefetch import block_runs
+from dl.kits.remote.retry import RemoteReadError
+from dl.kits.video_indexes import indexes_of
 from dl.plugins.cpu_decoder import CpuDecoder
 
 REL = "videos/cam/file-000.mp4"
@@ -153,6 +155,21 @@ def test_a_file_that_changed_after_indexing_fails_naming_it(s3, long_video, tmp_
     source.admit(0, [span(size, 4.0, 6.0)])
     with pytest.raises(dl.DlError, match=rf"{REL}.*(changed since it was indexed|changed since it was listed)"):
         CpuDecoder().frames_in_run(source, REL, [4.0, 4.0 + 1 / 30])
+
+
+def test_an_index_changed_in_place_fails_naming_the_file(s3, long_video):  # noqa: F811
+    """The same size, one byte of the `moov` changed after indexing (the listing saw the old version): only the check
+    of the index bytes against those indexed can tell."""
+    url = upload(s3, long_video)
+    source = s3_source(s3, url)
+    size = source.list_files("videos")[REL]
+    source.prepare([span(size, 4.0, 6.0)])
+    start, end = indexes_of(source).found[REL].moov
+    data = bytearray((long_video / REL).read_bytes())
+    data[(start + end) // 2] ^= 0xFF
+    s3.filesystem().pipe_file(f"{url.removeprefix('s3://')}/{REL}", bytes(data))
+    with pytest.raises(RemoteReadError, match=rf"{REL} changed since it was indexed \(bytes {start}-{end}"):
+        source.admit(0, [span(size, 4.0, 6.0)], wait=True)
 
 
 def test_a_short_range_fails_naming_the_file(s3, long_video):  # noqa: F811
