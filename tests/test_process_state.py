@@ -1,5 +1,5 @@
-"""dl changes no process-wide state by being imported or used as a library, and its commands print a dataset's
-warnings once per command, not once per run process."""
+"""dl changes no process-wide state by being imported or used as a library (the warning format, at-fork callbacks),
+and its commands print a dataset's warnings once per command, not once per run process."""
 
 import subprocess
 import sys
@@ -14,6 +14,20 @@ def test_import_and_a_dataset_leave_the_warning_format_alone(small_dataset):
             "print('unchanged')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "unchanged", done.stderr
+
+
+def test_import_and_a_dataset_register_nothing_at_fork(small_dataset):
+    """No fork of the user's process runs dl code (a fork never waits on dl): every at-fork callback registered while
+    importing dl, its remote sources and decoders and reading a sample is another library's."""
+    code = ("import os\nregistered = []\nkeep = os.register_at_fork\n"
+            "def record(**callbacks):\n"
+            "    registered.extend(getattr(f, '__module__', None) or '' for f in callbacks.values())\n"
+            "    keep(**callbacks)\nos.register_at_fork = record\n"
+            "import dl, dl.kits.remote.source, dl.plugins.remote.bucket, dl.plugins.remote.hub, dl.plugins.map\n"
+            f"ds = dl.make_dataset({str(small_dataset)!r})\nds[0]\n"
+            "print(sorted({m for m in registered if m == 'dl' or m.startswith('dl.')}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
 
 
 @pytest.mark.slow

@@ -11,6 +11,8 @@
   decoders).
 - `paths`: where dl keeps what it writes for reuse; `lru_folder`: a folder of derived files shared by
   processes and nodes (atomic writes, least recently used files evicted past a byte limit).
+- `process_local`: state each process makes for itself on first use (locks, threads, clients, decoders), so a fork
+  never waits on dl and a child never uses its parent's.
 
 May import: `dl.contracts`, `dl.dataloader.shared_counters` (counters read across DataLoader workers).
 """

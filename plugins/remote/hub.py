@@ -14,6 +14,7 @@ import fsspec
 from dl.contracts.errors import DlError
 from dl.contracts.hookspecs import hookimpl
 from dl.contracts.source import Source
+from dl.kits.process_local import ProcessLocal
 from dl.kits.remote.retry import RetryPolicy
 from dl.kits.remote.source import RemoteOptions, RemoteSource
 
@@ -26,12 +27,14 @@ LINK_REUSE_S = 300.0
 
 
 class HubSource(RemoteSource):
-    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are GETs through huggingface_hub's HTTP session and
-    headers (its own retry loop would hide retries from dl's), to the CDN URL of a large file (`links`)."""
+    """A `RemoteSource` on an `HfFileSystem` whose byte ranges are GETs with huggingface_hub's headers through a client
+    of each process's own (`range_client`; huggingface_hub's retry loop would hide retries from dl's), to the CDN URL
+    of a large file (`links`)."""
 
     def __init__(self, fs, root: str, repo_id: str, sha: str, options: RemoteOptions):
         self.repo_id, self.sha = repo_id, sha
         self._links = Links(LINK_REUSE_S)
+        self._client = ProcessLocal(range_client)
         super().__init__(fs, root, "hub", options=options, pinned={"revision": sha})
 
     def _tuned(self, fs):
@@ -40,17 +43,31 @@ class HubSource(RemoteSource):
         return fs
 
     def stream_range(self, fs, path: str, start: int | None, end: int | None) -> Iterator[bytes]:
-        """The response body in blocks as they arrive, through huggingface_hub's httpx session, to the file's CDN URL
+        """The response body in blocks as they arrive, through this process's `range_client`, to the file's CDN URL
         once resolved (`Links.stream`)."""
         from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session
+        from huggingface_hub.utils import build_hf_headers
 
         rel = path[len(f"datasets/{self.repo_id}@{self.sha}/"):]
         url = hf_hub_url(self.repo_id, rel, repo_type="dataset", revision=self.sha, endpoint=fs.endpoint)
         headers = build_hf_headers(token=fs.token)
         if start is not None or end is not None:
             headers["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
-        yield from self._links.stream(get_session(), path, lambda: url, headers, start or 0, self.counters)
+        yield from self._links.stream(self._client.get(), path, lambda: url, headers, start or 0, self.counters)
+
+
+def range_client():
+    """An HTTP client for one process's byte ranges, made as huggingface_hub's default session is (its HTTP library:
+    httpx2 from huggingface_hub 2, httpx before; redirects followed; each request's timeout set by `Links`). Not
+    huggingface_hub's shared session: huggingface_hub closes that in a forked child, which would wait forever on a
+    lock a download thread of the parent held inside a request; this one is each process's own and never closed in
+    another (`dl.kits.process_local`)."""
+    try:
+        import httpx2 as httpx
+    except ImportError:
+        import httpx
+
+    return httpx.Client(follow_redirects=True, timeout=None)
 
 
 def parse_repo(root: str, revision: str | None) -> tuple[str, str, str]:

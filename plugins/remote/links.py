@@ -3,12 +3,12 @@ URL (about an hour) its `resolve` URL redirects to, and limits `resolve` request
 rate-limits). DataLoader workers start with the URLs of the process that prepared the run: no `resolve` of their own.
 """
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
+from dl.kits.process_local import ProcessLocal
 from dl.kits.remote.source_counters import SourceCounters
 from dl.kits.remote.store import STREAM_BLOCK_BYTES
 
@@ -27,23 +27,16 @@ class StatusError(OSError):
 
 
 class Links:
-    """One process's signed URLs, `{path: (url, time.time() when made)}`, each used for `reuse_s` seconds (pickled
-    without locks): where a file's `resolve` URL redirects to on another origin (a small file is served by the Hub
-    itself, and not kept)."""
+    """One process's signed URLs, `{path: (url, time.time() when made)}`, each used for `reuse_s` seconds (its locks
+    are each process's own, `dl.kits.process_local`): where a file's `resolve` URL redirects to on another origin (a
+    small file is served by the Hub itself, and not kept)."""
 
     def __init__(self, reuse_s: float):
         self.reuse_s, self.urls = reuse_s, {}
-        self._own_locks()
+        self._locks: ProcessLocal[dict[str, threading.Lock]] = ProcessLocal(dict)  # a lock per file being resolved
 
     def __getstate__(self):
-        return {"reuse_s": self.reuse_s, "urls": dict(self.urls)}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._own_locks()
-
-    def _own_locks(self) -> None:
-        self._pid, self._guard, self._locks = os.getpid(), threading.Lock(), {}
+        return {**self.__dict__, "urls": dict(self.urls)}  # a copy: other threads may keep URLs meanwhile
 
     def keep(self, urls: dict[str, str], made: float) -> None:
         """Keep `urls` (`{path: url}`, signed at `made`, `time.time()`) for the files' next ranges."""
@@ -106,10 +99,8 @@ class Links:
             response.close()
 
     def _lock(self, path: str) -> threading.Lock:
-        if self._pid != os.getpid():  # forked: a lock another thread held at the fork stays held here
-            self._own_locks()
-        with self._guard:
-            return self._locks.setdefault(path, threading.Lock())
+        """This process's lock for resolving `path` (`dict.setdefault` is atomic: two threads get the same one)."""
+        return self._locks.get().setdefault(path, threading.Lock())
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

@@ -10,15 +10,17 @@ whole: a file changed since it was indexed fails naming it. Without prefetch eve
 
 import hashlib
 import io
-import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import filelock
 
 from ...contracts.errors import DlError
 from ...contracts.source import FileSpan
+from ..process_local import ProcessLocal
 from ..video_indexes import indexes_of
 from .file_plan import digest
 from .host_cache import BLOCK_BYTES, HostCache, host_folder
@@ -55,19 +57,15 @@ class RemoteSource(RemoteStore):
         self.options = options or RemoteOptions()
         super().__init__(fs, root, name, meta=meta, retry=self.options.retry, pinned=pinned)
         self.plans = FilePlans()  # indexed files and the byte ranges of their spans
-        self._local: _Local | None = None
         self.cache_folder = host_folder(self.options.cache_dir)
+        self._local = ProcessLocal(partial(_Local, self.cache_folder, self.options.cache_bytes,
+                                           self.options.prefetch_threads))
         self._names: dict[str, str] = {}  # the cache's name of each file read
 
-    def __getstate__(self):
-        return {**self.__dict__, "_local": None}  # threads and locks stay in their process
-
     def _here(self) -> "_Local":
-        """This process's cache handle and download threads (made anew in each process)."""
-        if self._local is None or self._local.pid != os.getpid():
-            self._local = _Local(HostCache(self.cache_folder, self.options.cache_bytes),
-                                 Prefetcher(self.options.prefetch_threads))
-        return self._local
+        """This process's cache handle and download threads (made anew in each process: threads and locks stay in
+        theirs)."""
+        return self._local.get()
 
     def _name(self, rel: str) -> str:
         """The cache's name of `rel`'s listed version: a digest of the dataset's URL, the file and its facts."""
@@ -248,9 +246,10 @@ class RemoteSource(RemoteStore):
 
 
 class _Local:
-    """One process's cache, download threads and admitted blocks by key."""
+    """One process's cache (a `HostCache` of `folder`, at most `cache_bytes`), download threads (`threads` of them)
+    and admitted blocks by key."""
 
-    def __init__(self, cache: HostCache, prefetcher: Prefetcher):
-        self.pid, self.cache, self.prefetcher = os.getpid(), cache, prefetcher
+    def __init__(self, folder: Path, cache_bytes: int, threads: int):
+        self.cache, self.prefetcher = HostCache(folder, cache_bytes), Prefetcher(threads)
         self.held: dict[object, list] = {}
 

@@ -1,10 +1,10 @@
 """What a `dl.kits.remote.source.RemoteSource` counts (requests, bytes, retries, cache hits, waits), summed over
 the main process and its DataLoader workers, and how `dl run` reports it (`source_stats`)."""
 
-import os
 import threading
 
 from ...dataloader.shared_counters import SharedCounters
+from ..process_local import ProcessLocal
 
 COUNTERS = ("requests", "bytes_fetched", "retries", "throttled_429", "server_errors", "failures", "cache_hits",
             "remote_reads", "ranges_prefetched", "bytes_prefetched", "bytes_needed", "network_wait_us")
@@ -15,26 +15,15 @@ STATS_MERGE = dict.fromkeys(COUNTERS, "sum") | {"read_amplification": "mean", "n
 
 class SourceCounters:
     """`COUNTERS` in shared memory (`dl.dataloader.shared_counters.SharedCounters`: a slot per process), counted
-    under a lock of each process's own, since its download threads and readers count at once."""
+    under a lock of each process's own (`dl.kits.process_local`), since its download threads and readers count at
+    once."""
 
     def __init__(self):
         self.shared = SharedCounters(COUNTERS)
-        self._pid, self._lock = os.getpid(), threading.Lock()
-
-    def __getstate__(self):
-        return {"shared": self.shared}
-
-    def __setstate__(self, state):
-        self.shared = state["shared"]
-        self._pid, self._lock = os.getpid(), threading.Lock()
-
-    def _locked(self) -> threading.Lock:
-        if self._pid != os.getpid():  # forked: a lock another thread held at the fork stays held here
-            self._pid, self._lock = os.getpid(), threading.Lock()
-        return self._lock
+        self._lock = ProcessLocal(threading.Lock)
 
     def add(self, name: str, n: int = 1) -> None:
-        with self._locked():
+        with self._lock.get():
             self.shared.add(name, n)
 
     def reset(self) -> None:

@@ -2,11 +2,12 @@
 (`dl.kits.remote.source_counters`, summed over DataLoader workers) and checked: a range shorter than asked, or past
 the end of the file as listed, is an error naming the file (it changed since it was listed), never bytes handed on.
 Generic over fsspec filesystems; listings keep each file's size and fingerprint, so `fingerprint` asks nothing.
+Nothing here waits at a fork: what a process must not share with a forked child (locks, download threads, HTTP
+clients) is each process's own (`dl.kits.process_local`).
 """
 
 import os
 import posixpath
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
@@ -23,46 +24,6 @@ if TYPE_CHECKING:
 
 STREAM_BLOCK_BYTES = 64 << 10
 """Most bytes of a streamed response body a source hands on at a time (`RemoteStore.stream_range`)."""
-FORK_WAIT_S = 60.0
-"""The longest a fork waits for this process's requests in flight (then it goes ahead)."""
-
-
-class _Requests:
-    """This process's requests in flight (`active`), and whether it is forking."""
-
-    def __init__(self):
-        self.cond, self.active, self.forking = threading.Condition(), 0, False
-
-
-_requests = _Requests()
-
-
-@contextmanager
-def in_flight() -> Iterator[None]:
-    """Marks one attempt of a request as in flight: a fork waits for it to end, and it waits for a fork to end. A
-    forked child keeps only the forking thread, and a lock another thread held inside a request (an HTTP client's
-    connection pool, which huggingface_hub closes in a forked child) would stay held there forever."""
-    with _requests.cond:
-        _requests.cond.wait_for(lambda: not _requests.forking)
-        _requests.active += 1
-    try:
-        yield
-    finally:
-        with _requests.cond:
-            _requests.active -= 1
-            _requests.cond.notify_all()
-
-
-def _forking(forking: bool) -> None:
-    with _requests.cond:
-        _requests.forking = forking
-        _requests.cond.notify_all()
-        _requests.cond.wait_for(lambda: not (forking and _requests.active), timeout=FORK_WAIT_S)
-
-
-# a forked child's only thread is in no request
-os.register_at_fork(before=lambda: _forking(True), after_in_parent=lambda: _forking(False),
-                    after_in_child=_requests.__init__)
 
 
 class _WriteFailed(DlError):
@@ -108,11 +69,10 @@ class RemoteStore(Source):
         return self.fs, full
 
     def _call(self, rel: str, request):
-        """`request()` under the retry policy, counted; each attempt `in_flight` (a fork waits for it)."""
+        """`request()` under the retry policy, counted."""
         def attempt():
             self.counters.add("requests")
-            with in_flight():
-                return request()
+            return request()
 
         try:
             return self.retry.call(attempt, f"{self.url}/{rel}", self._on_retry)

@@ -1,14 +1,14 @@
 """An LRU cache of open video decoders, one per process, bounded in count and in bytes, with hit/miss/eviction
 counters in shared memory so the benchmark can read them across DataLoader workers. Decoders are never shared
-across fork (a decoder inherited from the parent is dropped, not used; cf. lerobot #2488) nor pickled (a
-spawned worker starts empty)."""
+across fork (each process opens its own: `dl.kits.process_local`; a decoder inherited from the parent is never used,
+cf. lerobot #2488) nor pickled (a spawned worker starts empty)."""
 
-import os
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from ...dataloader.shared_counters import SharedCounters
+from ..process_local import ProcessLocal
 
 
 class DecoderCache:
@@ -32,24 +32,19 @@ class DecoderCache:
             raise ValueError(f"decoder cache max_bytes must be >= 0 or None, got {max_bytes}")
         self.capacity, self.max_bytes, self.size_of = capacity, max_bytes, size_of
         self.counters = SharedCounters(("hits", "misses", "evictions", "open", "bytes"))
-        self._pid = os.getpid()
-        self._open: OrderedDict[Any, tuple[Any, int]] = OrderedDict()  # key -> (decoder, estimated bytes)
-
-    def __getstate__(self):
-        return {**self.__dict__, "_open": OrderedDict()}  # open decoders never travel to another process
+        self._open: ProcessLocal[OrderedDict] = ProcessLocal(OrderedDict)  # key -> (decoder, estimated bytes)
 
     def get(self, key: Any, opener: Callable[[], Any]) -> Any:
         """The decoder for `key`; on a miss, `opener()` opens it."""
-        if os.getpid() != self._pid:  # forked: the parent's decoders are not ours to use
-            self._pid, self._open = os.getpid(), OrderedDict()
-        entry = self._open.get(key)
+        opened = self._open.get()
+        entry = opened.get(key)
         if entry is not None:
-            self._open.move_to_end(key)
+            opened.move_to_end(key)
             self.counters.add("hits")
             return entry[0]
         self.counters.add("misses")
         decoder = opener()
-        self._open[key] = decoder, int(self.size_of(decoder)) if self.size_of else 0
+        opened[key] = decoder, int(self.size_of(decoder)) if self.size_of else 0
         self._evict()
         return decoder
 
@@ -62,33 +57,33 @@ class DecoderCache:
 
     def open_decoders(self) -> dict:
         """This process's open decoders by key, least recently used first (a copy)."""
-        return {key: decoder for key, (decoder, _) in self._open.items()}
+        return {key: decoder for key, (decoder, _) in self._open.get().items()}
 
     @property
     def bytes(self) -> int:
         """Estimated bytes held by this process's open decoders."""
-        return sum(size for _, size in self._open.values())
+        return sum(size for _, size in self._open.get().values())
 
     def _evict(self) -> None:
-        held = self.bytes
-        while len(self._open) > self.capacity or (
-                self.max_bytes is not None and held > self.max_bytes and len(self._open) > 1):
-            _, (_, size) = self._open.popitem(last=False)
+        opened, held = self._open.get(), self.bytes
+        while len(opened) > self.capacity or (self.max_bytes is not None and held > self.max_bytes and len(opened) > 1):
+            _, (_, size) = opened.popitem(last=False)
             held -= size
             self.counters.add("evictions")
-        self.counters.set("open", len(self._open))
+        self.counters.set("open", len(opened))
         self.counters.set("bytes", held)
 
     def discard(self, key: Any) -> None:
         """Drop `key`'s decoder in this process, if open: one that failed to decode is not used again (FFmpeg's
         state after an error on a corrupt payload is not safe to reuse; the next request opens the file afresh)."""
-        if os.getpid() == self._pid and self._open.pop(key, None) is not None:
-            self.counters.set("open", len(self._open))
+        opened = self._open.here()
+        if opened is not None and opened.pop(key, None) is not None:
+            self.counters.set("open", len(opened))
             self.counters.set("bytes", self.bytes)
 
     def clear(self) -> None:
         """Drop every open decoder of this process."""
-        self._open.clear()
+        self._open.get().clear()
         self.counters.set("open", 0)
         self.counters.set("bytes", 0)
 
