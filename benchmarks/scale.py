@@ -1,6 +1,7 @@
 """Start-up at scale: from a fresh process to the first batch on datasets of many short episodes
-(`scale_dataset.py`: 10 frames of one 64x64 camera per episode, 1000 episodes per data and video file), dl's
-`map` and `pool` loaders against LeRobot 0.4.4's `LeRobotDataset`, each size in one run.
+(`scale_dataset.py`: 6-14 frames of one 64x64 camera per episode, 1000 episodes per data and video file, written
+once into dl's cache folder), dl's `map` and `pool` loaders against LeRobot 0.4.4's `LeRobotDataset`, each size
+in one run.
 
 Every measurement is a fresh process (the child mode of this script; LeRobot's runs in the anchor venv,
 /work/shared/anchors/lerobot/setup.sh) that builds the dataset, builds a DataLoader (batch 16, 2 workers,
@@ -114,13 +115,11 @@ def slope_per_10k(sizes: list[int], values: list[float]) -> float:
 
 
 def run_size(args, size: int, env: dict, rows: list[dict]) -> None:
-    from scale_dataset import write_scale_dataset
+    from scale_dataset import scale_dataset
 
-    root = Path(args.data_dir) / f"scale-{size}"
-    if not root.exists():
-        t0 = time.perf_counter()
-        write_scale_dataset(root, size)
-        print(f"generated {root} in {time.perf_counter() - t0:.1f} s", flush=True)
+    t0 = time.perf_counter()
+    root = scale_dataset(size)
+    print(f"dataset {root} ready in {time.perf_counter() - t0:.1f} s", flush=True)
     pythons = {"lerobot": args.anchor_python, "dl-map": sys.executable, "dl-pool": sys.executable}
     loaders = [name for name in args.loaders.split(",") if pythons.get(name)]
     cold = {name: measure(pythons[name], name, str(root), env) for name in loaders}
@@ -194,7 +193,7 @@ def main() -> int:
                                                                 "venv/bin/python"),
                         help="the LeRobot anchor venv's python (setup.sh); LeRobot is skipped when it is missing")
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "dl-scale"),
-                        help="where the generated datasets are kept between runs")
+                        help="the measured runs' dl cache and HF home (the datasets are in dl's cache folder)")
     parser.add_argument("--bucket", action="store_true", help="also through the bucket source (loopback S3)")
     parser.add_argument("--out", default="scale.json")
     args = parser.parse_args()
