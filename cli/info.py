@@ -2,13 +2,20 @@
 timestamps are served."""
 
 import json
+import time
+from contextlib import nullcontext
 
 import click
+import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
 from .console import make_console
 from .options import plugin_options
+
+LARGE_EPISODES = 100_000
+"""From this many episodes on, `dl info` shows its progress (`dl.bench.progress.rich_progress`: bars on a terminal,
+else a line per phase) and where reading the metadata went (`dl.format.load_times`)."""
 
 
 @click.command()
@@ -26,17 +33,40 @@ def info(root, source, source_option, decoder, tolerance_s, as_json):
     codec info.json claims vs the stream's, or images stored in the data files), features dl leaves out, tasks,
     missing files, episodes whose metadata is wrong, and how the first complete episode's timestamps are served
     under --tolerance-s. Reads metadata, one data file and one video per camera; `dl validate` checks every file."""
+    from dl.bench.phase import no_progress
+    from dl.bench.progress import rich_progress
+    from dl.host.assembly import open_dataset
+
+    t0 = time.perf_counter()
+    meta = open_dataset(root, source, plugin_options("source", source, source_option, "--source-option"))
+    console = make_console(stderr=as_json)
+    large = len(meta.columns) >= LARGE_EPISODES
+    if large:
+        parts = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in meta.load_times.seconds.items())
+        console.print(f"{len(meta.columns):,} episodes opened in {time.perf_counter() - t0:.1f} s, of which {parts}",
+                      highlight=False, markup=False)
+    with rich_progress("dl info", console) if large else nullcontext(no_progress) as progress:
+        summary = _summarize(meta, root, decoder, tolerance_s, console, progress)
+    if as_json:
+        click.echo(json.dumps(summary))
+
+
+def _summarize(meta, root: str, decoder: str, tolerance_s: float, console, progress) -> dict:
+    """Print `dl info`'s summary of `meta` on `console`, reporting its phases to `progress`; returns the summary
+    `--json` prints."""
     from dl.contracts.decoder import codec_matches
     from dl.contracts.errors import format_indices
-    from dl.host.assembly import build_decoder, open_dataset
+    from dl.format.episodes import EpisodeSelection
+    from dl.host.assembly import build_decoder
 
-    meta = open_dataset(root, source, plugin_options("source", source, source_option, "--source-option"))
     src = meta.source
     probe = build_decoder(decoder)
-    episodes = list(meta.episodes.values())
+    columns = meta.columns
+    episodes = EpisodeSelection(columns, np.arange(len(columns), dtype=np.int64))
+    progress("checking files", 0, 1)
     missing = meta.missing_files(episodes)
     broken = sorted({e for eps in missing.values() for e in eps})
-    console = make_console(stderr=as_json)
+    progress("checking files", 1, 1)
     summary = {"root": src.url, "codebase_version": meta.info["codebase_version"], "robot_type": meta.info.get(
         "robot_type"), "episodes": len(episodes), "info_total_episodes": meta.info.get("total_episodes"),
         "frames": meta.total_frames, "fps": meta.fps, "tasks": len(meta.tasks), "features": [], "cameras": []}
@@ -59,8 +89,9 @@ def info(root, source, source_option, decoder, tolerance_s, as_json):
     cameras = Table(title="cameras")
     for column in ("key", "stored as", "codec (info.json)", "codec (stream)", "size", "files"):
         cameras.add_column(column)
-    for key in meta.video_keys:
-        files = sorted({e.videos[key].path for e in episodes})
+    progress("probing cameras", 0, len(meta.video_keys))
+    for done, key in enumerate(meta.video_keys):
+        files = sorted(columns.video_paths[key][f] for f in np.unique(columns.video_file[key]).tolist())
         present = [f for f in files if f not in missing]
         stream = probe.probe(src, present[0]) if present else None
         claimed = meta.info_codec(key)
@@ -74,33 +105,36 @@ def info(root, source, source_option, decoder, tolerance_s, as_json):
                                    "codec_stream": None if stream is None else stream["codec"],
                                    "size": None if stream is None else [stream["width"], stream["height"]],
                                    "files_present": len(present), "files": len(files)})
+        progress("probing cameras", done + 1, len(meta.video_keys))
     for key in meta.image_keys:
         cameras.add_row(key, "images in the data files", "-", "-", "x".join(map(str, meta.features[key]["shape"])),
                         "-")
         summary["cameras"].append({"key": key, "stored_as": "images in the data files"})
     console.print(cameras)
-    if meta.problems:
-        console.print(f"[red]{len(meta.problems)} episode(s) with wrong metadata[/] (refused when selected):",
+    progress("checking episodes", 0, 1)
+    problems = meta.problems
+    progress("checking episodes", 1, 1)
+    if problems:
+        console.print(f"[red]{len(problems)} episode(s) with wrong metadata[/] (refused when selected):",
                       highlight=False)
-        for e, why in list(meta.problems.items())[:20]:
+        for e, why in list(problems.items())[:20]:
             console.print(f"  episode {e}: {why}", highlight=False, markup=False)
     if missing:
         console.print(f"[red]{len(missing)} missing file(s)[/], needed by episode(s) {format_indices(broken)}:")
         for path in missing:
             console.print(f"  {path}", highlight=False, markup=False)
-        ok = sorted(set(meta.episodes) - set(broken) - set(meta.problems))
+        ok = sorted(set(columns.index.tolist()) - set(broken) - set(problems))
         console.print(f"episodes with all files: [green]--episodes {format_indices(ok)}[/]", highlight=False)
     else:
         console.print("[green]all data and video files present[/] (their contents are not checked here: "
                       f"`dl validate {root}` opens every file)", highlight=False)
-    complete = [e for e in episodes if e.index not in broken and e.index not in meta.problems]
-    summary.update(problems={str(e): why for e, why in meta.problems.items()}, missing_files=missing,
-                   complete_episodes=[e.index for e in complete])
-    if complete:
-        summary["timestamps"] = _timestamps(meta, complete[0], tolerance_s)
+    complete = np.flatnonzero(~np.isin(columns.index, np.asarray([*broken, *problems], dtype=np.int64)))
+    summary.update(problems={str(e): why for e, why in problems.items()}, missing_files=missing,
+                   complete_episodes=columns.index[complete].tolist())
+    if len(complete):
+        summary["timestamps"] = _timestamps(meta, episodes[int(complete[0])], tolerance_s)
         console.print(summary["timestamps"], highlight=False, markup=False)
-    if as_json:
-        click.echo(json.dumps(summary))
+    return summary
 
 
 def _timestamps(meta, episode, tolerance_s: float) -> str:

@@ -44,8 +44,13 @@ CELLS = {
                                "batch size (what a uniform draw of frames gives: `shuffle_randomness_ideal` x batch "
                                "size); `dl report` shows the same",
     "video_decoder_cache": "`video_decoder_cache.hits` / `.misses`",
+    "init_s": "the value, then its parts where the run reports them: `listing_s`, `metadata_read_s`, `checks_s`, "
+              "`index_reads_s` (`dl.format.load_times`; listing and reading measured where the metadata was read)",
 }
 """What a cell shows where it is more than the field's value."""
+INIT_PARTS = {"listing_s": "listing", "metadata_read_s": "metadata", "checks_s": "checks",
+              "index_reads_s": "index reads"}
+"""The parts of "dataset built in" (`init_s`) its cell names, in the order opening a dataset goes through them."""
 
 GROUPS = (("loader_stats", "{loader} loader: its own figures"),
           ("resume_loader_stats", "{loader} loader over the resume probe"),

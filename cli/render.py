@@ -8,6 +8,7 @@ from rich.table import Table
 from .labels import (
     GROUPS,
     IN_ORDER_NOTE,
+    INIT_PARTS,
     ROWS,
     SPREAD_NOTE,
     UNSTEADY_PCT,
@@ -49,6 +50,9 @@ def _cell(result: dict, key: str) -> str:
         spread = result[SPREADS[key]]
         return (f"{value} ({spread:g}%)" + (" unsteady" if spread > UNSTEADY_PCT else "")
                 + (" busy" if busy_in(result, key) else ""))
+    if key == "init_s" and value is not None and any(part in result for part in INIT_PARTS):
+        return f"{value} (" + ", ".join(f"{name} {result[part]}" for part, name in INIT_PARTS.items()
+                                        if part in result) + ")"
     if key == "video_decoder_cache" and isinstance(value, dict):
         return f"{value['hits']}/{value['misses']}"
     if key == "shuffle_randomness_frac" and value is not None and batch:

@@ -106,6 +106,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = no_progress) -> dict:
         "config": spec.public_dict(),
         "environment": _environment(),
         "machine_load": _machine_load(machine),
+        **_init_parts(built),
     }
     return result
 
@@ -150,6 +151,15 @@ def _build(spec: RunSpec) -> tuple[Assembly, dict, float]:
     built = build_loader(meta, spec.loader, spec.decoder, config=config, loader_options=spec.loader_options,
                          decoder_options=spec.decoder_options, wrap_decoder=TimedDecoder)
     return built, delta, metadata_s
+
+
+def _init_parts(built) -> dict[str, float]:
+    """The result's `listing_s`, `metadata_read_s`, `checks_s` and `index_reads_s` (`dl.format.load_times`), summed
+    over a mixture's members: listing and reading where the metadata was read (the host, carried in its snapshot),
+    checks and index reads in this run."""
+    parts = [m.meta.load_times.fields() for m in built.members] if isinstance(built, MixtureAssembly) \
+        else [built.meta.load_times.fields()]
+    return {key: round(sum(p[key] for p in parts), 3) for key in parts[0]}
 
 
 def _decodes_in_order(loader_stats: dict) -> bool:

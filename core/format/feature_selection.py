@@ -13,7 +13,7 @@ def with_features(meta: DatasetMeta, patterns: list[str], delta_timestamps: dict
     """`meta` with only the features `patterns` select (exact keys or shell-style globs such as
     `observation.images.*`; `DEFAULT_KEYS` are always kept, and `task` is served from `task_index`): a
     `DatasetMeta` whose features, cameras and episodes' camera spans (`EpisodeColumns.with_cameras`) are the selected
-    ones, sharing `meta`'s episode arrays.
+    ones, sharing `meta`'s episode arrays and `load_times`.
 
     Raises:
         DlError: a pattern that selects no feature, or `delta_timestamps` naming a key not selected (one line
@@ -31,4 +31,6 @@ def with_features(meta: DatasetMeta, patterns: list[str], delta_timestamps: dict
                       "select: add it to features, or leave its window out.")
     info = {**meta.info, "features": {k: meta.features[k] for k in chosen}}
     columns = meta.columns.with_cameras(camera_keys(info["features"], "video"))
-    return DatasetMeta(meta.source, info, columns, meta.tasks, meta.stats_document, meta.files, meta.subtasks)
+    selected = DatasetMeta(meta.source, info, columns, meta.tasks, meta.stats_document, meta.files, meta.subtasks)
+    selected.load_times = meta.load_times  # its checks and index reads are the opening's
+    return selected

@@ -26,6 +26,7 @@ import numpy as np
 from ..kits import lru_folder
 from ..kits.paths import cache_dir
 from ..kits.video_indexes import indexes_of
+from .load_times import timed
 
 INDEX_THREADS = 16
 """Files indexed at once by `FrameTimes.load` (each costs one or two reads)."""
@@ -56,6 +57,11 @@ class FrameTimes:
         todo = sorted({p for p in paths if p not in self.times and p not in self.unindexed})
         if not todo:  # `of` asks once per episode: nothing to look up
             return
+        with timed(meta, "index_reads"):
+            self._load(meta, todo)
+
+    def _load(self, meta, todo: list[str]) -> None:
+        """`load` of the files `todo`, none got yet."""
         folder = cache_dir("frame_times")
         kept = {path: _kept_path(meta, path, folder) for path in todo}
         for path in todo:

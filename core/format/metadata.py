@@ -30,6 +30,7 @@ from .episode_checks import check_rate, check_totals, describe_problems, episode
 from .episodes import EpisodeColumns, EpisodeMapping, EpisodeMeta, EpisodeSelection, VideoSpan
 from .features import camera_keys, is_depth_map, left_out, video_info
 from .frame_times import FrameTimes
+from .load_times import LoadTimes
 from .meta_files import SUPPORTED_VERSION, read_episodes, read_info, read_json, read_tasks, top_folder
 
 __all__ = ["DEFAULT_KEYS", "DatasetMeta", "EpisodeMeta", "EpisodeSelection", "SUPPORTED_VERSION", "VideoSpan"]
@@ -81,6 +82,7 @@ class DatasetMeta:
         self.episodes = EpisodeMapping(columns)
         self.files, self.subtasks = files, subtasks or {}
         self.frame_times = FrameTimes()
+        self.load_times = LoadTimes()
         self.fps: int = info["fps"]
         self.features: dict = info["features"]
         self.left_out: dict[str, str] = left_out(self.features)
@@ -95,29 +97,38 @@ class DatasetMeta:
     def load(cls, source: Source) -> "DatasetMeta":
         """Read and validate the metadata under `source`: info.json first, then one listing of `meta/` and
         of each top folder the path templates use, then the episodes, tasks and stats files (one read each)."""
-        info = read_info(source)
+        times = LoadTimes()
+        with times.part("metadata_read"):
+            info = read_info(source)
         files: dict[str, int] = {}
         folders = {"meta", *(top_folder(source, info, k) for k in ("data_path", "video_path") if info.get(k))}
-        for folder in sorted(folders):
-            files.update(source.list_files(folder))
-        tasks = read_tasks(source, files)
-        subtasks = read_tasks(source, files, "meta/subtasks.parquet") if "meta/subtasks.parquet" in files else {}
-        columns = read_episodes(source, info, files)
-        check_rate(source.url, info["fps"], columns)
-        check_totals(source.url, info, columns)
+        with times.part("listing"):
+            for folder in sorted(folders):
+                files.update(source.list_files(folder))
+        with times.part("metadata_read"):
+            tasks = read_tasks(source, files)
+            subtasks = read_tasks(source, files, "meta/subtasks.parquet") if "meta/subtasks.parquet" in files else {}
+            columns = read_episodes(source, info, files)
+        with times.part("checks"):
+            check_rate(source.url, info["fps"], columns)
+            check_totals(source.url, info, columns)
         for key, why in left_out(info["features"]).items():
             warn(f"{source.url}/meta/info.json: feature {key} is {why}; dl leaves it out of the samples.")
-        stats = read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
+        with times.part("metadata_read"):
+            stats = read_json(source, "meta/stats.json") if "meta/stats.json" in files else {}
         pa.default_memory_pool().release_unused()  # the parquet reads' buffers: DataLoader workers fork from here
-        return cls(source, info, columns, tasks, stats, dict(sorted(files.items())), subtasks)
+        meta = cls(source, info, columns, tasks, stats, dict(sorted(files.items())), subtasks)
+        meta.load_times = times
+        return meta
 
     def to_snapshot(self) -> dict:
         """What `load` read besides the episode columns, JSON-ready: the url, info.json, tasks, stats.json, the
-        listing, the video indexes parsed so far (`dl.kits.video_indexes`) and a remote source's state
-        (`write_snapshot` writes it with the columns beside it)."""
+        listing, the video indexes parsed so far (`dl.kits.video_indexes`), the seconds listing and reading took
+        (`LoadTimes.read_once`) and a remote source's state (`write_snapshot` writes it with the columns beside it)."""
         return {"url": self.source.url, "info": self.info, "tasks": [[i, t] for i, t in self.tasks.items()],
                 "subtasks": [[i, t] for i, t in self.subtasks.items()], "stats": self.stats_document,
                 "files": self.files, "indexes": indexes_of(self.source).state(),
+                "load_times": self.load_times.read_once(),
                 "source": self.source.state() if isinstance(self.source, Prefetches) else {}}
 
     def write_snapshot(self, folder: str | os.PathLike) -> str:
@@ -155,7 +166,9 @@ class DatasetMeta:
         indexes_of(source).restore(snapshot.get("indexes") or {})
         if isinstance(source, Prefetches):
             source.restore(snapshot.get("source") or {})
-        return cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"], subtasks)
+        meta = cls(source, snapshot["info"], columns, tasks, snapshot["stats"], snapshot["files"], subtasks)
+        meta.load_times = LoadTimes(snapshot.get("load_times"))
+        return meta
 
     @cached_property
     def stats(self) -> dict:
@@ -215,6 +228,11 @@ class DatasetMeta:
                     f"episode(s) {format_indices(unknown.tolist())} are not in {self.source.url} "
                     f"(it has episodes {format_indices(self.columns.index.tolist())})."
                 )
+        with self.load_times.part("checks"):
+            return self._checked(positions)
+
+    def _checked(self, positions: np.ndarray) -> EpisodeSelection:
+        """`select`'s checks of the episodes at `positions`: their metadata, then their files."""
         chosen, problems = self.columns.index[positions], self.problems
         bad = chosen[np.isin(chosen, np.fromiter(problems, dtype=np.int64, count=len(problems)))]
         if len(bad):

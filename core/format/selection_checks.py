@@ -18,6 +18,7 @@ from .checks import check_rows, report_nonfinite
 from .episodes import episode_lengths
 from .features import NUMERIC_DTYPES
 from .frame_times import half_spacing, load_selection, nearest
+from .load_times import timed
 from .timestamp_checks import RATE_SLACK, check_pairing, check_tolerance
 
 Run = tuple[int, int, dict]
@@ -39,6 +40,12 @@ def check_selection(meta, episodes, arrays_of: Callable[[int], dict], runs: Iter
         DatasetFormatError, TimestampToleranceError: as `check_rows` and `report_nonfinite`.
     """
     load_selection(meta, episodes)
+    with timed(meta, "checks"):
+        _check(meta, episodes, arrays_of, runs, tolerance_s, strict, frame_pairing, kept)
+
+
+def _check(meta, episodes, arrays_of, runs, tolerance_s, strict, frame_pairing, kept) -> None:
+    """`check_selection` once the frame times are read."""
     count = len(episodes)
     screened = None if kept is None else kept_screens.load(kept, count)
     if screened is None:
