@@ -9,10 +9,12 @@ steps/s (1 / (data_s + updt_s)), the loss of its first and last log windows, and
 Datasets (written once into dl's cache folder): `open50` (the team's real one, 43 complete episodes, its keys
 renamed to LeRobot's `action` / `observation.state` / `observation.images.image` with `dl.testing.renamed`, since
 LeRobot's policies want those names; one 480x640 MPEG-4 camera, GOP ~12) and `generated` (dl's writer: 2 cameras at
-480x640, AV1 GOP 2 as LeRobot records, 24 episodes of 90-150 frames). Policies: `diffusion` (small U-Net, frames
-resized to 96x128 inside the policy: a data-bound run, 2 observation steps per camera) and `act` (tiny transformer;
-ResNet-18 on full frames, so its update dominates on a CPU); `diffusion_small` resizes to 48x64. Batch 8, 2 workers
-(`--num-workers`), LeRobot's default `spawn` workers.
+480x640, AV1 GOP 2 as LeRobot records, 24 episodes of 90-150 frames; `generated_96x128` the same at 96x128, where
+ACT's ResNet-18 on full frames takes under a second a step on a CPU). Policies: `diffusion` (small U-Net, frames
+resized to 96x128 inside the policy, 2 observation steps per camera) and `act` (tiny transformer; ResNet-18 on full
+frames, so its update dominates on a CPU); `diffusion_small` resizes to 48x64. Batch 8 (`--batch-size`), 2
+workers (`--num-workers`), LeRobot's default `spawn` workers. `--resume` checks lerobot-train's resume: each run
+saves at half its steps and a second process resumes from there, its losses beside the uninterrupted run's.
 The first log window (worker start, the first batches) is left out of data_s and updt_s. Prints one line per run
 and a table of medians (ranges) per dataset, policy and loader; --out writes every run as JSON.
 """
@@ -39,6 +41,8 @@ OPEN50 = HERE.parents[1] / "shared" / "datasets" / "open50"
 OPEN50_MISSING = {1, 2, 7, 9, 25, 33, 34}
 OPEN50_NAMES = {"actions": "action", "state": "observation.state", "image": "observation.images.image"}
 GENERATED = SyntheticConfig(episodes=24, cameras=2, width=640, height=480, codec="av1", gop=2, episodes_per_file=4)
+GENERATED_SMALL = SyntheticConfig(episodes=24, cameras=2, width=128, height=96, codec="av1", gop=2,
+                                  episodes_per_file=4)
 POLICIES = {
     "diffusion": ["--policy.type=diffusion", "--policy.resize_shape=[96,128]", "--policy.crop_shape=[84,112]",
                   "--policy.down_dims=[32,64]", "--policy.horizon=16", "--policy.n_action_steps=8",
@@ -54,7 +58,7 @@ POLICIES = {
             "--policy.n_action_steps=10"],
 }
 COMMON = ["--policy.device=cpu", "--policy.push_to_hub=false", "--policy.pretrained_backbone_weights=null",
-          "--wandb.enable=false", "--batch_size=8", "--seed=1"]
+          "--wandb.enable=false", "--seed=1"]
 LOADERS = ("lerobot", "map", "pool")
 METER = re.compile(r"step:(\d+)\S* .*?loss:([\d.]+).*?updt_s:([\d.]+) data_s:([\d.]+)")
 
@@ -73,19 +77,34 @@ def datasets(names: list[str]) -> dict[str, tuple[Path, list[int] | None]]:
         if not (root / "meta" / "info.json").is_file():
             write_synthetic_dataset(root, GENERATED)
         out["generated"] = (root, None)
+    if "generated_96x128" in names:
+        root = folder / "generated_2cam_96x128"
+        if not (root / "meta" / "info.json").is_file():
+            write_synthetic_dataset(root, GENERATED_SMALL)
+        out["generated_96x128"] = (root, None)
     return out
 
 
 def command(python: Path, loader: str, root: Path, episodes, policy: str, steps: int, out: Path,
-            workers: int = 2) -> list[str]:
+            workers: int = 2, save_at: int | None = None, batch: int = 8) -> list[str]:
+    """lerobot-train's (or `dl train`'s) command line for one run; `save_at` saves a checkpoint at that step."""
     args = [f"--dataset.repo_id=bench/{root.name}", f"--dataset.root={root}", f"--output_dir={out}",
-            f"--steps={steps}", f"--log_freq={max(steps // 4, 1)}", f"--save_freq={steps * 10}", *COMMON,
-            f"--num_workers={workers}", *POLICIES[policy]]
+            f"--steps={steps}", f"--log_freq={max(steps // 4, 1)}", f"--save_freq={save_at or steps * 10}", *COMMON,
+            f"--num_workers={workers}", f"--batch_size={batch}", *POLICIES[policy]]
     if episodes is not None:
         args.append(f"--dataset.episodes={json.dumps(episodes)}")
     if loader == "lerobot":
         return [str(python.with_name("lerobot-train")), *args]
     return [str(python.with_name("dl")), "train", *args, f"--dl.loader={loader}"]
+
+
+def resume_command(python: Path, loader: str, out: Path, step: int) -> list[str]:
+    """`lerobot-train --resume=true` (or `dl train`'s, its dl options from the checkpoint) from the checkpoint a run
+    saved at `step`."""
+    config = out / "checkpoints" / f"{step:06d}" / "pretrained_model" / "train_config.json"
+    program = ([str(python.with_name("lerobot-train"))] if loader == "lerobot"
+               else [str(python.with_name("dl")), "train"])
+    return [*program, "--resume=true", f"--config_path={config}"]
 
 
 def peak_tree_rss(process: subprocess.Popen, stop: threading.Event, peak: list[int]) -> None:
@@ -100,13 +119,12 @@ def peak_tree_rss(process: subprocess.Popen, stop: threading.Event, peak: list[i
         stop.wait(0.5)
 
 
-def run_once(python: Path, loader: str, name: str, root: Path, episodes, policy: str, steps: int, work: Path,
-             workers: int = 2) -> dict:
-    out = work / f"{name}-{policy}-{loader}-{time.monotonic_ns()}"
+def train(cmd: list[str]) -> tuple[int, str, list[tuple], float, int]:
+    """Run one training process: (exit code, its log, its meter windows (step, loss, updt_s, data_s), wall s,
+    peak RSS bytes of its process tree)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
     t0 = time.perf_counter()
-    process = subprocess.Popen(command(python, loader, root, episodes, policy, steps, out, workers),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     stop, peak = threading.Event(), [0]
     sampler = threading.Thread(target=peak_tree_rss, args=(process, stop, peak), daemon=True)
     sampler.start()
@@ -114,15 +132,33 @@ def run_once(python: Path, loader: str, name: str, root: Path, episodes, policy:
     stop.set()
     sampler.join()
     windows = [(int(s), float(loss), float(u), float(d)) for s, loss, u, d in METER.findall(log)]
-    result = {"dataset": name, "policy": policy, "loader": loader, "workers": workers, "exit": process.returncode,
-              "wall_s": round(time.perf_counter() - t0, 1), "peak_rss_gb": round(peak[0] / 1e9, 2)}
-    if process.returncode != 0 or len(windows) < 2:
+    return process.returncode, log, windows, time.perf_counter() - t0, peak[0]
+
+
+def run_once(python: Path, loader: str, name: str, root: Path, episodes, policy: str, steps: int, work: Path,
+             workers: int = 2, resume: bool = False, batch: int = 8) -> dict:
+    """One run and its meters; with `resume` it saves at half its steps, then a second process
+    resumes from that checkpoint to the end, and the result holds both runs' losses after the save."""
+    out = work / f"{name}-{policy}-{loader}-{time.monotonic_ns()}"
+    save_at = steps // 2 if resume else None
+    code, log, windows, wall, peak = train(command(python, loader, root, episodes, policy, steps, out, workers,
+                                                   save_at, batch))
+    result = {"dataset": name, "policy": policy, "loader": loader, "workers": workers, "batch": batch, "exit": code,
+              "wall_s": round(wall, 1), "peak_rss_gb": round(peak / 1e9, 2)}
+    if code != 0 or len(windows) < 2:
         return {**result, "error": log[-2000:]}
     steady = windows[1:]
     updt = statistics.mean(w[2] for w in steady)
     data = statistics.mean(w[3] for w in steady)
-    return {**result, "updt_s": round(updt, 4), "data_s": round(data, 4), "steps_per_s": round(1 / (updt + data), 2),
-            "loss_first": windows[0][1], "loss_last": windows[-1][1]}
+    result.update(updt_s=round(updt, 4), data_s=round(data, 4), steps_per_s=round(1 / (updt + data), 2),
+                  loss_first=windows[0][1], loss_last=windows[-1][1],
+                  losses={str(s): loss for s, loss, _, _ in windows})
+    if save_at:
+        code, log, resumed, _, _ = train(resume_command(python, loader, out, save_at))
+        if code != 0 or not resumed:
+            return {**result, "error": "resume: " + log[-2000:]}
+        result["resumed_losses"] = {str(s): loss for s, loss, _, _ in resumed}
+    return result
 
 
 def summary(results: list[dict]) -> None:
@@ -150,6 +186,18 @@ def summary(results: list[dict]) -> None:
             ratios = ", ".join(f"{k} {medians[k] / medians['lerobot']:.2f}" for k in ("map", "pool") if k in medians
                                and medians["lerobot"] > 0)
             print(f"|  |  | data_s / LeRobot's | {ratios} (goal <= 0.33) |  |  |  |  |")
+    resumed = [r for r in results if "resumed_losses" in r]
+    if resumed:
+        print("\n| dataset | policy | loader | losses after the save, uninterrupted | resumed from the save | equal |")
+        print("|---|---|---|---|---|---|")
+        for r in resumed:
+            after = {s: r["losses"][s] for s in r["resumed_losses"] if s in r["losses"]}
+            print(f"| {r['dataset']} | {r['policy']} | {r['loader']} | {fmt_losses(after)} | "
+                  f"{fmt_losses(r['resumed_losses'])} | {'yes' if after == r['resumed_losses'] else 'no'} |")
+
+
+def fmt_losses(losses: dict) -> str:
+    return ", ".join(f"{step}: {loss:.3f}" for step, loss in losses.items())
 
 
 def main(argv=None) -> int:
@@ -163,6 +211,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--num-workers", type=int, default=2, help="lerobot-train's --num_workers [2]")
     parser.add_argument("--out", type=Path, default=None, help="write every run as JSON here")
+    parser.add_argument("--resume", action="store_true",
+                        help="each run saves at half the steps, and a second process (`--resume=true`) trains "
+                             "from that checkpoint to the end: its losses beside the uninterrupted run's")
+    parser.add_argument("--batch-size", type=int, default=8, help="lerobot-train's --batch_size [8]")
     args = parser.parse_args(argv)
     if not args.python.is_file():
         print(f"no LeRobot 0.6.1 environment at {args.python}: run scripts/setup_lerobot.sh", file=sys.stderr)
@@ -177,7 +229,7 @@ def main(argv=None) -> int:
                 order = loaders[repeat % len(loaders):] + loaders[:repeat % len(loaders)]  # A B C, B C A, C A B
                 for loader in order:
                     result = run_once(args.python, loader, name, root, episodes, policy, args.steps, work,
-                                      args.num_workers)
+                                      args.num_workers, args.resume, args.batch_size)
                     results.append(result)
                     print(json.dumps({k: v for k, v in result.items() if k != "error"}), flush=True)
                     if "error" in result:

@@ -114,13 +114,18 @@ def _results_table(ok: list[dict], columns: list[str], width: int) -> Table:
 
 
 def describe_run(result: dict) -> str:
-    """What a run name stands for: loader, decoder, mode, workers, ranks."""
+    """What a run name stands for: loader (a peer's library, order and value check), decoder, mode, workers,
+    ranks."""
     config = result.get("config") or {}
     ranks = result.get("world_size") or config.get("world_size") or 1
     parts = [f"loader {config.get('loader')}", f"decoder {config.get('decoder')}", f"mode {config.get('mode')}",
              f"{config.get('num_workers')} DataLoader worker(s)", f"batch {config.get('batch_size')}"]
     if ranks > 1:
         parts.append(f"{ranks} ranks" if "rank" not in result else f"rank {result['rank']} of {ranks}")
+    peer = result.get("peer")
+    if peer:  # a peer loader: what it drives, how it orders samples, whether its values are dl's
+        parts[0] += f" ({peer['library']}: {peer['order']}; {peer['values_line']})"
+        parts[1] = "its own video decoding"
     return ", ".join(parts)
 
 

@@ -58,7 +58,9 @@ RUN_GROUPS = {
 @click.option("--scenario", multiple=True, metavar="NAME", help="Preset of several options (below); comma-separate "
               "or repeat to run several, one after another (a serial chain on a cluster).")
 @click.option("--source", cls=PluginOption, kind="source", default_name=_DEFAULTS.source)
-@click.option("--loader", cls=PluginOption, kind="loader", default_name=_DEFAULTS.loader)
+@click.option("--loader", cls=PluginOption, kind="loader", default_name=_DEFAULTS.loader,
+              also="; comma-separate to compare several in one table, e.g. map,pool,lerobot,lance (the peers: "
+                   "LeRobot's and other projects' readers, each run in its own environment, scripts/setup_peers.sh)")
 @click.option("--decoder", cls=PluginOption, kind="decoder", default_name=_DEFAULTS.decoder,
               also=", or auto (time each decoder that can run here on the dataset, use the fastest)")
 @click.option("--scheduler", cls=PluginOption, kind="scheduler", default_name=_DEFAULTS.scheduler)
@@ -193,8 +195,10 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
 
     console = make_console(stderr=as_json)
     remote = (repo_id, revision, data_files_root, storage_option, cache_dir)
-    bases = [_base_spec(name, given, deltas, episodes, source_option, loader_option, decoder_option, resource, remote)
-             for name in scenarios]
+    loaders = split_csv([given["loader"]]) if given.get("loader") else [None]
+    bases = [_base_spec(name, {**given, "loader": loader}, deltas, episodes, source_option,
+                        _loader_items(loader, loaders, loader_option), decoder_option, resource, remote)
+             for name in scenarios for loader in loaders]
     if mix:
         bases = [_with_mix(b, given, mix, mix_weights, mix_rename, mix_features, mix_samples_per_epoch) for b in bases]
     worker_lists = [parse_workers(workers, base.num_workers) for base in bases]
@@ -203,7 +207,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
         raise click.BadParameter(f"these scenarios run on different schedulers ({', '.join(sorted(schedulers))}); "
                                  "choose one with --scheduler", param_hint="--scenario")
     for base in bases:
-        check_plugins(_with_budget(base, budget_list[0]))
+        check_plugins(_with_budget(base, budget_list[0], several=len(loaders) > 1))
     scheduler = get_plugins().registry.create(
         "scheduler", bases[0].scheduler,
         **plugin_options("scheduler", bases[0].scheduler, scheduler_option, "--scheduler-option"))
@@ -212,7 +216,7 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
     out_dir = writable_folder(bases[0].out_dir)
     default_dataset = bases[0].root is None and not bases[0].mix
     with contextlib.ExitStack() as servers:  # loopback servers of the remote scenarios live while runs execute
-        specs = []
+        specs, checked = [], {}
         for base, worker_list in zip(bases, worker_lists, strict=True):
             if base.root is None and not base.mix:
                 base.root = str(_default_root(console))
@@ -224,12 +228,13 @@ def run(scenario, modes, deltas, workers, budgets, episodes, source_option, load
             if base.mix:
                 base = prepare_mixture(base, writable_folder(base.out_dir, create=True) / "specs")
             else:
-                meta = check_dataset(base)
+                key = json.dumps([base.root, base.source, base.source_options, base.episodes], default=str)
+                meta = checked[key] = checked.get(key) or check_dataset(base)  # once for several --loader names
                 base = stream_warnings(resolve_decoder(base, meta), meta)
                 for line in codec_fixes(base.decoder_calibration or {"decoders": {}}):
                     console.print(line, highlight=False, soft_wrap=True, markup=False)
                 base = write_snapshot(base, meta, writable_folder(base.out_dir, create=True) / "specs")
-            specs += [_with_budget(dataclasses.replace(base, mode=m, num_workers=w, name=""), b)
+            specs += [_with_budget(dataclasses.replace(base, mode=m, num_workers=w, name=""), b, len(loaders) > 1)
                       for m, w, b in itertools.product(mode_list, worker_list, budget_list)]
         specs = interleaved(specs, repeats)
         for line in keep_earlier_results(specs, out_dir):  # a result of another run is never replaced unseen
@@ -283,14 +288,33 @@ def _budgets(values: tuple[str, ...]) -> list:
     return budgets or [None]
 
 
-def _with_budget(spec: RunSpec, budget: str | None) -> RunSpec:
+def _with_budget(spec: RunSpec, budget: str | None, several: bool = False) -> RunSpec:
     """`spec` with the loader option decode_budget set to `budget` and the budget in its name (unchanged for
-    None)."""
-    if budget is None:
+    None, and, among `several` --loader names, for a loader that takes no decode_budget)."""
+    if budget is None or (several and not _takes(spec.loader, "decode_budget")):
         return spec
     spec = dataclasses.replace(spec, loader_options={**spec.loader_options, "decode_budget": budget})
     spec.name = f"{spec.name}-db{budget}"
     return spec
+
+
+def _takes(loader: str, option: str) -> bool:
+    from dl.host.manager import get_plugins
+
+    return not get_plugins().registry.get("loader", loader).options.unknown({option: None})
+
+
+def _loader_items(loader: str | None, loaders: list, items: tuple[str, ...]) -> tuple[str, ...]:
+    """The --loader-option items for `loader`: all of them for a single --loader, else those it takes (an item no
+    listed loader takes is refused, naming them)."""
+    if len(loaders) < 2:
+        return items
+    keys = {item: item.partition("=")[0] for item in items}
+    for item, key in keys.items():
+        if not any(_takes(name, key) for name in loaders):
+            raise click.BadParameter(f"{item}: none of the loaders {', '.join(loaders)} takes {key} (`dl plugins` "
+                                     "lists their options)", param_hint="--loader-option")
+    return tuple(item for item, key in keys.items() if _takes(loader, key))
 
 
 def _base_spec(scenario, given, deltas, episodes, source_option, loader_option, decoder_option, resource,

@@ -159,7 +159,8 @@ def test_run_with_episodes_excluding_missing_video(small_dataset, writable_copy,
 def test_run_unknown_loader(small_dataset, tmp_path):
     result = invoke("run", "--root", small_dataset, "--loader", "nope", "--out-dir", tmp_path / "out")
     assert result.exit_code == 2
-    assert "unknown loader 'nope'" in result.output and "registered loaders: map" in result.output
+    assert "unknown loader 'nope'" in result.output
+    assert "registered loaders: " in result.output and " map, " in result.output
     assert not (tmp_path / "out").exists()
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from lerobot_datasets import write_lerobot_dataset
 
 if os.environ.get("DL_REQUIRE_LEROBOT"):  # .ci/run: LeRobot's environment must have it
     import lerobot.scripts.lerobot_train  # noqa: F401
@@ -25,7 +26,6 @@ else:
 pytestmark = pytest.mark.lerobot
 
 RECORD = Path(__file__).with_name("lerobot_record.py")
-FPS, SIZE = 30, 64
 TINY_ACT = ["--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false", "--policy.dim_model=32",
             "--policy.n_heads=2", "--policy.dim_feedforward=64", "--policy.n_encoder_layers=1",
             "--policy.n_decoder_layers=1", "--policy.chunk_size=4", "--policy.n_action_steps=4",
@@ -36,31 +36,6 @@ TINY_DIFFUSION = ["--policy.type=diffusion", "--policy.device=cpu", "--policy.pu
                   "--policy.spatial_softmax_num_keypoints=8", "--policy.pretrained_backbone_weights=null",
                   "--wandb.enable=false", "--log_freq=100"]
 POLICIES = {"act": TINY_ACT, "diffusion": TINY_DIFFUSION}
-
-
-def write_lerobot_dataset(root: Path, lengths: list[int], cameras: int = 2, seed: int = 0, tasks: int = 2) -> Path:
-    """A dataset written by LeRobot 0.6.1's own writer (`LeRobotDataset.create`, `add_frame`, `save_episode`): state
-    and action of 4, `cameras` RGB cameras of SIZE x SIZE (LeRobot's default encoding), `tasks` tasks."""
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
-
-    names = {"dtype": "float32", "shape": (4,), "names": [f"j{i}" for i in range(4)]}
-    features = {"observation.state": names, "action": dict(names)}
-    for c in range(cameras):
-        features[f"observation.images.cam{c}"] = {"dtype": "video", "shape": (SIZE, SIZE, 3),
-                                                  "names": ["height", "width", "channels"]}
-    ds = LeRobotDataset.create(f"dl/{root.name}", FPS, root=root, features=features, use_videos=True)
-    rng, index = np.random.default_rng(seed), 0
-    for episode, length in enumerate(lengths):
-        for _ in range(length):
-            frame = {"observation.state": np.full(4, index, np.float32) / 100,
-                     "action": rng.normal(size=4).astype(np.float32), "task": f"task {episode % tasks}"}
-            for c in range(cameras):
-                frame[f"observation.images.cam{c}"] = rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8)
-            ds.add_frame(frame)
-            index += 1
-        ds.save_episode()
-    ds.finalize()
-    return root
 
 
 @pytest.fixture(scope="module")

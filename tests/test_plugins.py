@@ -53,7 +53,8 @@ def test_builtins_come_from_dl_entry_points():
                     "bucket_source": "dl.plugins.remote.bucket", "map_loader": "dl.plugins.map",
                     "pool_loader": "dl.plugins.pool", "cpu_decoder": "dl.plugins.cpu_decoder",
                     "nvdec_decoder": "dl.plugins.nvdec_decoder",
-                    "local_scheduler": "dl.plugins.local_scheduler", "slurm_scheduler": "dl.plugins.slurm"}
+                    "local_scheduler": "dl.plugins.local_scheduler", "slurm_scheduler": "dl.plugins.slurm",
+                    "peer_loaders": "dl.plugins.peers"}
 
 
 @pytest.mark.slow

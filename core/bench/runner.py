@@ -25,7 +25,7 @@ import torch.distributed
 
 from ..contracts.config import LoaderConfig
 from ..contracts.errors import DlError, DlWarning, describe, show_warnings_as_lines
-from ..contracts.loader import ReportsStats, Resumable
+from ..contracts.loader import Peer, ReportsStats, Resumable
 from ..dataloader.build import quiet_fd_sharing
 from ..dataloader.shuffle import ideal_distinct_fraction
 from ..dataloader.world import resolve_ranks
@@ -38,6 +38,7 @@ from .contention import ContentionMonitor, busy_line
 from .memory import PeakRssMonitor, tree_pss_bytes
 from .mixture_run import MixtureAssembly, build_mixture
 from .modes import mode_delta_timestamps
+from .peer_values import peer_values
 from .phase import Progress, no_progress
 from .signals import Terminated, stop_once_on_signals
 from .single_process import single_process
@@ -79,8 +80,11 @@ def run_benchmark(spec: RunSpec, progress: Progress = no_progress) -> dict:
     loader_stats = _loader_stats(dataset, spec)
     source_stats = _source_stats(built.source, spec)
     resume = _resume_probe(dataset, loader, spec) if isinstance(dataset, Resumable) else {}
+    peer = {"peer": _peer(dataset, spec)} if isinstance(dataset, Peer) else {}
     cache = decoder.cache.stats()
     looked_up = cache["hits"] + cache["misses"]
+    decoder_cache = {**cache, "hit_rate": round(cache["hits"] / looked_up, 4) if looked_up else None,
+                     **({"capacity_from": built.decoder_cache["capacity_from"]} if built.decoder_cache else {})}
     result = {
         "name": spec.name,
         **window,
@@ -88,9 +92,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = no_progress) -> dict:
         **single,
         "peak_rss_gb": round(rss.peak_bytes / 1e9, 3),
         "pss_gb_at_window_end": round(pss / 1e9, 3),
-        "video_decoder_cache": {**cache, "hit_rate": round(cache["hits"] / looked_up, 4) if looked_up else None,
-                                **({"capacity_from": built.decoder_cache["capacity_from"]} if built.decoder_cache
-                                   else {})},
+        "video_decoder_cache": None if peer else decoder_cache,  # a peer decodes with its own decoders
         "shuffle_randomness_ideal": round(ideal_distinct_fraction(_episode_weights(built), spec.batch_size), 4),
         "decode_ceiling": ceiling,
         **({"decoder_calibration": spec.decoder_calibration} if spec.decoder_calibration else {}),
@@ -99,6 +101,7 @@ def run_benchmark(spec: RunSpec, progress: Progress = no_progress) -> dict:
         "build_s": round(init_s - metadata_s, 3),
         "total_time_s": round(time.perf_counter() - t_start, 3),
         **resume,
+        **peer,
         **loader_stats,
         **source_stats,
         "dataset": _dataset_summary(built, delta),
@@ -183,6 +186,13 @@ def _resume_probe(dataset, loader, spec: RunSpec) -> dict:
     stats = _loader_stats(dataset, spec).get("loader_stats")
     return {"resume_first_batch_s": round(probe_s, 3), "resume_state": state,
             **({"resume_loader_stats": stats} if stats is not None else {})}
+
+
+def _peer(dataset: Peer, spec: RunSpec) -> dict:
+    """The result's `peer`: the library a peer loader drives, how it orders samples, and whether its values equal
+    dl's (`dl.bench.peer_values`)."""
+    return {"library": dataset.library, "order": dataset.order, "shuffled": dataset.shuffled,
+            **peer_values(dataset, spec.seed)}
 
 
 def _episode_weights(built) -> np.ndarray:

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..contracts.errors import DlError, DlWarning
+from ..contracts.loader import RunsInOwnEnvironment
 from ..contracts.scheduler import Run, RunStatus, Scheduler, Submission
 from ..contracts.source import Prefetches
 from ..format.metadata import DatasetMeta
@@ -27,14 +28,16 @@ SUBMISSION = "submission.json"
 
 
 def check_plugins(base: RunSpec) -> None:
-    """Fail before anything is done when a plugin name is unknown or an option is one its plugin does not take.
+    """Fail before anything is done when a plugin name is unknown, an option is one its plugin does not take, or a
+    peer loader's library is installed nowhere dl knows.
 
     Raises:
-        PluginError: naming the plugin and listing the options it accepts.
+        PluginError: naming the plugin and listing the options it accepts, or naming what to install.
     """
     registry = get_plugins().registry
     registry.get("source", base.source)
     registry.check_options("loader", base.loader, base.loader_options)
+    run_interpreter(base)  # a peer loader installed nowhere dl knows is refused here
     if base.decoder == AUTO:  # resolved once the dataset is read (`resolve_decoder`)
         check_auto_options(base)
         return
@@ -101,23 +104,33 @@ def write_snapshot(base: RunSpec, meta: DatasetMeta, specs_dir: Path) -> RunSpec
 def plan_runs(specs: list[RunSpec], out_dir: Path) -> list[Run]:
     """Write each spec's JSON into `out_dir/specs/` and name its result file(s): `NAME.json`, or
     `NAME-rankR.json` per rank when `world_size` > 1 (the merged `NAME.json` is written after); complete
-    each run's cluster resources.
+    each run's cluster resources and the interpreter its loader needs (`RunsInOwnEnvironment`: a peer's venv).
 
     Raises:
         DlError: a run's resources are unknown or do not fit its world size (before anything is written).
+        PluginError: a peer loader's library is installed nowhere dl knows (one line naming what to install).
     """
     resources = [run_resources(spec) for spec in specs]
+    pythons = [run_interpreter(spec) for spec in specs]
     (out_dir / "specs").mkdir(parents=True, exist_ok=True)
     runs = []
-    for spec, needs in zip(specs, resources, strict=True):
+    for spec, needs, python in zip(specs, resources, pythons, strict=True):
         spec_path = (out_dir / "specs" / f"{spec.name}.json").resolve()
         spec_path.write_text(json.dumps(spec.to_dict(), indent=2))
         if spec.world_size == 1:
             results = [str((out_dir / f"{spec.name}.json").resolve())]
         else:
             results = [str((out_dir / f"{spec.name}-rank{r}.json").resolve()) for r in range(spec.world_size)]
-        runs.append(Run(spec.name, spec.world_size, str(spec_path), results, needs))
+        runs.append(Run(spec.name, spec.world_size, str(spec_path), results, needs, python))
     return runs
+
+
+def run_interpreter(spec: RunSpec) -> str | None:
+    """The interpreter `spec`'s loader runs in (None: the scheduler's own)."""
+    if spec.mix:
+        return None
+    factory = get_plugins().registry.get("loader", spec.loader).factory
+    return factory.interpreter(**spec.loader_options) if isinstance(factory, RunsInOwnEnvironment) else None
 
 
 def collect(submission: Submission, statuses: list[RunStatus]) -> list[dict]:

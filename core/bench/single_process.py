@@ -6,6 +6,7 @@ import itertools
 import torch.utils.data
 
 from ..contracts.errors import DlError, describe
+from ..contracts.loader import BatchesItself, Peer
 from ..dataloader.build import build_dataloader
 from .phase import Progress, RunFailed
 from .spec import RunSpec
@@ -25,6 +26,8 @@ def single_process(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Prog
     Raises:
         RunFailed: the loader holds or yields too few samples to time, or fails. DlError: as the loader raises it.
     """
+    if isinstance(dataset, BatchesItself):  # a peer's own batches: no single-process pass of dl's kind
+        return {"single_proc_samples_per_s": None, "single_proc_skipped": "the loader batches itself"}
     if not isinstance(dataset, torch.utils.data.IterableDataset) and len(dataset) == 0:
         raise RunFailed("the loader holds 0 samples; check --episodes and the dataset.")
     first_epoch = getattr(dataset, "epoch", None)
@@ -65,11 +68,12 @@ def _timed(dataset, decoder: TimedDecoder, spec: RunSpec, progress: Progress) ->
     total = timer.measured_s
     decode = min(decoder.decode_s, total)
     rates = timer.block_rates()
+    split = ({"fetch_pct": None, "decode_pct": None} if isinstance(dataset, Peer)  # it decodes with its own decoder
+             else {"fetch_pct": round(100 * (total - decode) / total, 1), "decode_pct": round(100 * decode / total, 1)})
     return {
         "single_proc_samples_per_s": round(timer.samples / total, 2),
         "single_proc_spread_pct": spread_pct(rates),
         "single_proc_samples": timer.samples,
         "single_proc_s": round(total, 3),
-        "fetch_pct": round(100 * (total - decode) / total, 1),
-        "decode_pct": round(100 * decode / total, 1),
+        **split,
     }

@@ -8,6 +8,7 @@ import torch
 import torch.distributed
 
 from ..contracts.errors import DlError, describe
+from ..contracts.loader import BatchesItself
 from ..dataloader.build import build_dataloader, camera_keys
 from ..dataloader.shuffle import distinct_episode_fraction
 from .metrics import sample_latency_ms
@@ -22,7 +23,9 @@ WINDOW_BLOCK_S = 1.0
 
 def dataloader_for(dataset, spec: RunSpec):
     """The run's DataLoader over `dataset`: its batch size, workers (persistent, with its prefetch factor) and
-    seed."""
+    seed; a loader that batches itself (`BatchesItself`: a peer's own reader) gives its batches instead."""
+    if isinstance(dataset, BatchesItself):
+        return _OwnBatches(dataset, spec)
     extra = {"prefetch_factor": spec.prefetch_factor, "persistent_workers": True} if spec.num_workers else {}
     return build_dataloader(dataset, batch_size=spec.batch_size, num_workers=spec.num_workers, seed=spec.seed,
                             **extra)
@@ -115,6 +118,19 @@ def steady_window(dataset, spec: RunSpec, progress: Progress) -> dict:
         "loader": loader,
         "iterator": iterator,  # kept alive until memory is measured
     }
+
+
+class _OwnBatches:
+    """A `BatchesItself` loader read like a DataLoader: each `iter()` is an epoch of its own batches."""
+
+    def __init__(self, dataset: BatchesItself, spec: RunSpec):
+        self.dataset, self.spec = dataset, spec
+
+    def __iter__(self):
+        return iter(self.dataset.batches(self.spec.batch_size, self.spec.num_workers, self.spec.seed))
+
+    def facts(self) -> dict:
+        return self.dataset.facts()
 
 
 def _episode_ids(batch: dict) -> torch.Tensor:

@@ -185,3 +185,48 @@ class Composite(Protocol):
     def dataloader_needs(self) -> "DataLoaderNeeds":
         """What the DataLoader needs for every member's decoder and source, and for the composite itself, merged
         (a member's own sampler is not among them: the composite orders its members)."""
+
+
+@runtime_checkable
+class Peer(Protocol):
+    """A loader that drives another project's reader (LeRobot's `LeRobotDataset`, Lance, Ray Data, Daft) under dl's
+    benchmark, so that `dl run --loader map,lerobot` compares them in one table (`dl.plugins.peers`).
+
+    Attributes:
+        library: the project it drives and its version, e.g. "lerobot 0.6.1".
+        order: how it orders samples, as its own docs drive it, in words (e.g. "torch RandomSampler (global
+            shuffle)", "sequential pass, no shuffle").
+        shuffled: whether that order is a shuffle (an unshuffled peer is compared with dl's sequential figures).
+    """
+
+    library: str
+    order: str
+    shuffled: bool
+
+
+@runtime_checkable
+class BatchesItself(Protocol):
+    """A loader that makes its own batches instead of being read by a torch DataLoader (Ray Data's
+    `iter_torch_batches`, Daft's row iterator): the benchmark iterates `batches(...)` where it would iterate a
+    DataLoader. Each batch is a dict of tensors with at least `index` and `episode_index` ([B] int64)."""
+
+    def batches(self, batch_size: int, num_workers: int, seed: int) -> "Iterator[dict]":
+        """An iterator over one epoch's batches of `batch_size` samples, read with `num_workers` parallel readers
+        of the library's own kind, shuffled by `seed` where the library shuffles."""
+
+    def facts(self) -> dict:
+        """JSON-able facts for a result file (as `dl.DlDataLoader.facts`): how the library reads and batches."""
+
+
+@runtime_checkable
+class RunsInOwnEnvironment(Protocol):
+    """A loader *factory* whose library lives in another Python environment (a peer's venv): the host starts this
+    loader's benchmark runs with that environment's interpreter, which must have dl installed too."""
+
+    def interpreter(self, **options) -> "str | None":
+        """The Python interpreter the runs need, given the loader's options (None: the host's own).
+
+        Raises:
+            PluginError: the library is neither importable here nor in an environment dl knows, in one line
+                naming what to install.
+        """

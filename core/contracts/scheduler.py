@@ -44,6 +44,8 @@ class Run:
         result_paths: where each rank writes its result JSON (rank order).
         resources: what the run asks of a cluster, keys of RESOURCES (nodes, tasks_per_node,
             cpus_per_task, mem, time, gpus); schedulers that place work read the keys they know.
+        python: the interpreter the run needs (a peer loader's environment,
+            `dl.contracts.loader.RunsInOwnEnvironment`); None: the scheduler's own.
     """
 
     name: str
@@ -51,10 +53,12 @@ class Run:
     spec_path: str
     result_paths: list[str]
     resources: dict = field(default_factory=dict)
+    python: str | None = None
 
     def command(self, rank: int = 0, python: str | None = None) -> list[str]:
-        """The command line of one rank: `python -m dl.bench.runner SPEC RESULT`."""
-        return [python or sys.executable, "-m", RUNNER, self.spec_path, self.result_paths[rank]]
+        """The command line of one rank: `python -m dl.bench.runner SPEC RESULT`, with the run's own interpreter,
+        else `python` (the scheduler's), else this one."""
+        return [self.python or python or sys.executable, "-m", RUNNER, self.spec_path, self.result_paths[rank]]
 
 
 @dataclass

@@ -147,8 +147,8 @@ def build_dataloader(loader: Loader, *, batch_size: int | None, num_workers: int
         kwargs.update(persistent_workers=persistent_workers, prefetch_factor=prefetch_factor or 2,
                       multiprocessing_context=needs.multiprocessing_context)
     for name in ("pin_memory", "collate_fn", "sampler"):
-        if getattr(needs, name) is not None:
-            kwargs[name] = getattr(needs, name)
+        if getattr(needs, name) is not None and not (name == "collate_fn" and batch_size is None):
+            kwargs[name] = getattr(needs, name)  # a plugin's collate makes batches: unbatched reads convert only
     cameras = camera_keys(loader)
     facts = needs.recorded()
     ours = needs.collate_fn is None and batch_size is not None

@@ -71,9 +71,10 @@ class Registry:
         self._entries[key] = entry
 
     def get(self, kind: str, name: str) -> PluginEntry:
-        """Look a plugin up; raise PluginError listing the available names of that kind."""
+        """Look a plugin up (`lerobot-stream` finds `lerobot_stream`: names are identifiers); raise PluginError
+        listing the available names of that kind."""
         try:
-            return self._entries[(kind, name)]
+            return self._entries[(kind, name.replace("-", "_"))]
         except KeyError:
             known = ", ".join(self.names(kind)) or "none"
             raise PluginError(
@@ -144,17 +145,17 @@ def _names(names: list[str]) -> str:
 
 def interface_gaps(kind: str, obj) -> str:
     """What `obj` lacks to be an implementation of `kind` ("" when nothing): sources, decoders and schedulers
-    subclass `dl.Source`, `dl.Decoder`, `dl.Scheduler`; a loader is a torch `Dataset` satisfying the
-    `dl.contracts.loader.Loader` protocol."""
+    subclass `dl.Source`, `dl.Decoder`, `dl.Scheduler`; a loader is a torch `Dataset` (or a peer that makes its own
+    batches, `dl.contracts.loader.BatchesItself`) satisfying the `dl.contracts.loader.Loader` protocol."""
     if kind != "loader":
         expected = interfaces()[kind]
         return "" if isinstance(obj, expected) else f"not a {expected.__module__}.{expected.__qualname__}"
     import torch.utils.data
 
-    from ..contracts.loader import Loader
+    from ..contracts.loader import BatchesItself, Loader
 
-    if not isinstance(obj, torch.utils.data.Dataset):
-        return "not a torch.utils.data.Dataset or IterableDataset"
+    if not isinstance(obj, torch.utils.data.Dataset | BatchesItself):
+        return "not a torch.utils.data.Dataset or IterableDataset (nor a loader that batches itself)"
     if not isinstance(obj, Loader):
         members = dir(obj)
         lacking = [m for m in ("meta", "decoder", "config", "episodes", "dataloader_needs") if m not in members]

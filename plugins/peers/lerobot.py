@@ -1,0 +1,90 @@
+"""Loaders `lerobot` and `lerobot_stream` (`--loader lerobot-stream`): LeRobot's own `LeRobotDataset` and
+`StreamingLeRobotDataset`, read as lerobot-train reads them, under dl's benchmark."""
+
+import functools
+
+import torch.utils.data
+
+from dl.contracts.config import LoaderConfig
+from dl.contracts.decoder import Decoder
+from dl.format.metadata import DatasetMeta
+from dl.kits.process_local import ProcessLocal
+
+from .common import PeerBase
+from .environments import import_peer, interpreter_for
+
+
+def _reader_arguments(peer: PeerBase, config: LoaderConfig) -> dict:
+    return {"repo_id": peer.repo_id, "root": peer.root, "episodes": config.episodes,
+            "delta_timestamps": config.delta_timestamps, "tolerance_s": config.tolerance_s,
+            "return_uint8": config.image_dtype == "uint8"}
+
+
+class LeRobotPeer(PeerBase, torch.utils.data.Dataset):
+    """LeRobot's map-style `LeRobotDataset` over the same folder, episodes, delta_timestamps and tolerance, uint8
+    or float32 frames as the run asks; the DataLoader shuffles it with a seeded `RandomSampler`, batches with
+    torch's `default_collate` and starts its workers with `spawn`, as lerobot-train 0.6.1 does (`shuffle=True`, its
+    default `dataloader_multiprocessing_context`).
+
+    Args:
+        python: the interpreter of an environment with LeRobot and dl (default: this one if it imports LeRobot,
+            else the peers' `venv06`, `dl.plugins.peers.environments`).
+
+    Raises:
+        PluginError: LeRobot is not installed (one line naming the extra), or as `PeerBase`.
+    """
+
+    name, distribution = "lerobot", "lerobot"
+    order = "torch RandomSampler (global shuffle), as lerobot-train"
+    shuffled = True
+    start_method = "spawn"  # lerobot-train's default (its `dataloader_multiprocessing_context`)
+
+    def __init__(self, meta: DatasetMeta, decoder: Decoder, config: LoaderConfig, python: str | None = None):
+        super().__init__(meta, decoder, config)
+        module = import_peer(self.name, "lerobot.datasets.lerobot_dataset", "lerobot")
+        self.reader = module.LeRobotDataset(**_reader_arguments(self, config))
+
+    @classmethod
+    def interpreter(cls, python: str | None = None) -> str | None:
+        return interpreter_for(cls.name, "lerobot", "venv06", "lerobot", python)
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.reader[i]
+
+
+class LeRobotStreamPeer(PeerBase, torch.utils.data.IterableDataset):
+    """LeRobot's `StreamingLeRobotDataset` over the same folder: its shuffle buffer (`buffer_size` samples, seeded by
+    the run's seed) over its shards, split among DataLoader workers by Hugging Face `datasets`.
+
+    Args:
+        buffer_size: its shuffle buffer, in samples (LeRobot's default, 1000).
+        python: as `LeRobotPeer`.
+
+    Raises:
+        PluginError: as `LeRobotPeer`.
+    """
+
+    name, distribution = "lerobot_stream", "lerobot"
+    shuffled = True
+    start_method = "spawn"
+
+    def __init__(self, meta: DatasetMeta, decoder: Decoder, config: LoaderConfig, buffer_size: int = 1000,
+                 python: str | None = None):
+        super().__init__(meta, decoder, config)
+        module = import_peer(self.name, "lerobot.datasets.streaming_dataset", "lerobot")
+        self.order = f"StreamingLeRobotDataset's shuffle buffer ({buffer_size} samples) over its shards"
+        # each process its own reader, as each of lerobot-train's spawned workers unpickles a fresh one: one iterated
+        # here (the benchmark's single-process pass) holds a decoder cache with a lock, which does not pickle
+        self.reader = ProcessLocal(functools.partial(module.StreamingLeRobotDataset, **_reader_arguments(self, config),
+                                                     buffer_size=buffer_size, seed=config.seed, shuffle=True))
+        self.reader.get()  # its errors (a dataset it refuses) here, not in a worker
+
+    @classmethod
+    def interpreter(cls, buffer_size: int = 1000, python: str | None = None) -> str | None:
+        return interpreter_for(cls.name, "lerobot", "venv06", "lerobot", python)
+
+    def __iter__(self):
+        return iter(self.reader.get())
