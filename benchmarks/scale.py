@@ -1,7 +1,8 @@
 """Start-up at scale: from a fresh process to the first batch on datasets of many short episodes
 (`scale_dataset.py`: 6-14 frames of one 64x64 camera per episode, 1000 episodes per data and video file, written
-once into dl's cache folder), dl's `map` and `pool` loaders against LeRobot 0.4.4's `LeRobotDataset`, each size
-in one run.
+once into dl's cache folder), dl's `map` and `pool` loaders against LeRobot 0.4.4's and 0.6.1's `LeRobotDataset`,
+each size in one run; with `--mix N`, a mixture of N generated datasets of different sizes whose features are named
+as different labs name them (`scale_dataset.scale_mixture`), renamed to one set by `dl.make_mixture`.
 
 Every measurement is a fresh process (the child mode of this script; LeRobot's runs in the anchor venv,
 /work/shared/anchors/lerobot/setup.sh) that builds the dataset, builds a DataLoader (batch 16, 2 workers,
@@ -13,11 +14,13 @@ build. `--bucket` adds dl's loaders through the `bucket` source on a loopback S3
 counting proxy), with the requests the metadata took.
 
     .venv/bin/python benchmarks/scale.py --sizes 10000,100000,1000000 --anchor-python /tmp/anchor/venv/bin/python
+    .venv/bin/python benchmarks/scale.py --sizes 1000000 --mix 50 --bucket --repeats 3
 
 Columns: `start s` from the process's creation (interpreter and imports included) to the first batch;
 `build s` the dataset object (metadata included); `1st batch s` from iter(DataLoader) (worker start
 included); `peak RSS MB` of the tree; `PSS MB` of the tree at the first batch. Growth is the least-squares
-slope over the sizes, per 10k episodes.
+slope over the sizes, per 10k episodes. A LeRobot run that has not reached its first batch after `--lerobot-cap-s`
+(30 minutes) is stopped and shows `gave up after S s`.
 """
 
 import argparse
@@ -31,7 +34,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-LOADERS = ("lerobot", "dl-map", "dl-pool")
+LOADERS = ("lerobot", "lerobot-0.6", "dl-map", "dl-pool")
+MIX_LOADER = "dl-mix"
+"""The child mode's name for a mixture: its root is a JSON file of `scale_mixture`'s members."""
 BATCH_SIZE, NUM_WORKERS = 16, 2
 
 
@@ -43,12 +48,22 @@ def child(loader: str, root: str, source_options: str | None) -> None:
     import torch
 
     t0 = time.perf_counter()
-    if loader == "lerobot":
+    if loader.startswith("lerobot"):
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
         dataset = LeRobotDataset("local/scale", root=root, video_backend="torchcodec")
         t1 = time.perf_counter()
         batches = torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=True, num_workers=NUM_WORKERS)
+        episodes = len(dataset.meta.episodes)
+    elif loader == MIX_LOADER:
+        import dl
+
+        members = json.loads(Path(root).read_text())
+        loaders = [dl.make_dataset(m["root"], loader="map") for m in members]
+        dataset = dl.make_mixture(loaders, "frames", rename=[m["rename"] for m in members])
+        t1 = time.perf_counter()
+        batches = dl.make_dataloader(dataset, batch_size=BATCH_SIZE, num_workers=NUM_WORKERS)
+        episodes = sum(len(m.episodes) for m in loaders)
     else:
         import dl
 
@@ -57,20 +72,25 @@ def child(loader: str, root: str, source_options: str | None) -> None:
         dataset = dl.make_dataset(root, loader=loader.removeprefix("dl-"), source=source, source_options=options)
         t1 = time.perf_counter()
         batches = dl.make_dataloader(dataset, batch_size=BATCH_SIZE, num_workers=NUM_WORKERS)
+        episodes = len(dataset.meta.episodes)
     t2 = time.perf_counter()
     batch = next(iter(batches))
     t3 = time.perf_counter()
     assert len(batch["index"]) == BATCH_SIZE
     since_start = time.time() - psutil.Process().create_time()
     print(json.dumps({"start_s": round(since_start, 3), "build_s": round(t1 - t0, 3),
-                      "first_batch_s": round(t3 - t2, 3), "episodes": int(len(dataset.meta.episodes))}), flush=True)
+                      "first_batch_s": round(t3 - t2, 3), "episodes": int(episodes)}), flush=True)
     sys.stdin.readline()
     os._exit(0)  # leave without tearing down workers one by one: the measurement is over
 
 
 # ------------------------------------------------------------------------------------------ parent
-def measure(python: str, loader: str, root: str, env: dict, source_options: dict | None = None) -> dict:
-    """One fresh child process: its JSON line, with the tree's peak RSS and PSS (MB) added."""
+def measure(python: str, loader: str, root: str, env: dict, source_options: dict | None = None,
+            cap_s: float | None = None) -> dict:
+    """One fresh child process: its JSON line, with the tree's peak RSS and PSS (MB) added; `{"gave_up_s": cap_s}`
+    when it printed nothing within `cap_s` seconds (it is then killed, its workers with it)."""
+    import select
+
     import psutil
 
     from dl.bench.memory import PeakRssMonitor, tree_pss_bytes
@@ -82,8 +102,12 @@ def measure(python: str, loader: str, root: str, env: dict, source_options: dict
                             env=env)
     try:
         with PeakRssMonitor(period_s=0.05, root=psutil.Process(proc.pid)) as rss:
-            line = proc.stdout.readline()
+            ready = cap_s is None or bool(select.select([proc.stdout], [], [], cap_s)[0])
+            line = proc.stdout.readline() if ready else ""
             pss = tree_pss_bytes(psutil.Process(proc.pid)) if line else 0
+        if not ready:  # killed once the monitor stopped watching the tree
+            _kill_tree(proc)
+            return {"gave_up_s": cap_s, "peak_rss_mb": round(rss.peak_bytes / 1e6)}
         if not line:
             raise RuntimeError(f"{loader} on {root} failed:\n{proc.stderr.read()[-3000:]}")
         proc.stdin.write("done\n")
@@ -94,6 +118,18 @@ def measure(python: str, loader: str, root: str, env: dict, source_options: dict
             proc.kill()
             proc.wait()
     return {**json.loads(line), "peak_rss_mb": round(rss.peak_bytes / 1e6), "pss_mb": round(pss / 1e6)}
+
+
+def _kill_tree(proc) -> None:
+    """Kill `proc` (a child run) and every process under it."""
+    import psutil
+
+    for process in [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait()
 
 
 def metadata_requests(url: str, storage_options: dict, proxy) -> dict:
@@ -120,17 +156,34 @@ def run_size(args, size: int, env: dict, rows: list[dict]) -> None:
     t0 = time.perf_counter()
     root = scale_dataset(size)
     print(f"dataset {root} ready in {time.perf_counter() - t0:.1f} s", flush=True)
-    pythons = {"lerobot": args.anchor_python, "dl-map": sys.executable, "dl-pool": sys.executable}
+    pythons = {"lerobot": args.anchor_python, "lerobot-0.6": args.lerobot06_python, "dl-map": sys.executable,
+               "dl-pool": sys.executable}
     loaders = [name for name in args.loaders.split(",") if pythons.get(name)]
-    cold = {name: measure(pythons[name], name, str(root), env) for name in loaders}
+    caps = {name: args.lerobot_cap_s if name.startswith("lerobot") else None for name in loaders}
+    cold = {name: measure(pythons[name], name, str(root), env, cap_s=caps[name]) for name in loaders}
     warm: dict[str, list[dict]] = {name: [] for name in loaders}
     for _ in range(args.repeats):
         for name in loaders:
-            warm[name].append(measure(pythons[name], name, str(root), env))
+            if "gave_up_s" not in cold[name]:  # a loader that gave up cold is not run warm
+                warm[name].append(measure(pythons[name], name, str(root), env, cap_s=caps[name]))
     for name in loaders:
-        rows.append(_row(size, name, warm[name], cold[name]))
+        rows.append(_row(size, name, warm[name] or [cold[name]], cold[name]))
     if args.bucket:
         rows.extend(_bucket_rows(args, root, size, env))
+
+
+def run_mix(args, env: dict, rows: list[dict]) -> None:
+    """The `--mix` row: a mixture of `args.mix` generated members (`scale_mixture`), cold once, then warm runs."""
+    from scale_dataset import scale_mixture
+
+    t0 = time.perf_counter()
+    members = scale_mixture(args.mix, args.mix_step)
+    spec = Path(args.data_dir) / f"mix-{args.mix}-{args.mix_step}.json"
+    spec.write_text(json.dumps(members))
+    print(f"{args.mix} members ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    cold = measure(sys.executable, MIX_LOADER, str(spec), env)
+    runs = [measure(sys.executable, MIX_LOADER, str(spec), env) for _ in range(args.repeats)]
+    rows.append(_row(cold["episodes"], f"{MIX_LOADER} ({args.mix} members)", runs or [cold], cold))
 
 
 def _bucket_rows(args, root: Path, size: int, env: dict) -> list[dict]:
@@ -152,11 +205,15 @@ def _bucket_rows(args, root: Path, size: int, env: dict) -> list[dict]:
 
 
 def _row(size: int, name: str, runs: list[dict], cold: dict | None) -> dict:
+    if "gave_up_s" in runs[0]:
+        row = {"episodes": size, "loader": name, "gave_up_s": runs[0]["gave_up_s"], "runs": runs}
+        print(json.dumps({k: v for k, v in row.items() if k != "runs"}), flush=True)
+        return row
     keys = ("start_s", "build_s", "first_batch_s", "peak_rss_mb", "pss_mb")
     row = {"episodes": size, "loader": name, **{k: statistics.median(r[k] for r in runs) for k in keys},
            "runs": runs}
     if cold is not None:
-        row["cold_build_s"] = cold["build_s"]
+        row["cold_build_s"] = cold.get("build_s", f"gave up after {cold.get('gave_up_s')} s")
     print(json.dumps({k: v for k, v in row.items() if k != "runs"}), flush=True)
     return row
 
@@ -165,14 +222,18 @@ def report(rows: list[dict]) -> str:
     lines = ["| episodes | loader | start s | build s | 1st batch s | peak RSS MB | PSS MB | cold build s | "
              "metadata requests |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if "gave_up_s" in r:
+            lines.append(f"| {r['episodes']:,} | {r['loader']} | gave up after {r['gave_up_s']:g} s |"
+                         + " - |" * 6)
+            continue
         lines.append(f"| {r['episodes']:,} | {r['loader']} | {r['start_s']:.2f} | {r['build_s']:.2f} | "
                      f"{r['first_batch_s']:.2f} | {r['peak_rss_mb']} | {r['pss_mb']} | {r.get('cold_build_s', '-')} | "
                      f"{r.get('metadata_requests', '-')} |")
-    sizes = sorted({r["episodes"] for r in rows})
-    if len(sizes) > 1:
+    sized = [r for r in rows if "start_s" in r and not r["loader"].startswith(MIX_LOADER)]  # one dataset each
+    if len({r["episodes"] for r in sized}) > 1:
         lines += ["", "| loader | start s per 10k episodes | peak RSS MB per 10k episodes |", "|---|---|---|"]
-        for name in dict.fromkeys(r["loader"] for r in rows):
-            mine = sorted((r for r in rows if r["loader"] == name), key=lambda r: r["episodes"])
+        for name in dict.fromkeys(r["loader"] for r in sized):
+            mine = sorted((r for r in sized if r["loader"] == name), key=lambda r: r["episodes"])
             xs = [r["episodes"] for r in mine]
             lines.append(f"| {name} | {slope_per_10k(xs, [r['start_s'] for r in mine]):.3f} | "
                          f"{slope_per_10k(xs, [r['peak_rss_mb'] for r in mine]):.1f} |")
@@ -183,7 +244,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode")
     one = sub.add_parser("child", help="one measured run (used by the parent)")
-    one.add_argument("loader", choices=LOADERS)
+    one.add_argument("loader", choices=(*LOADERS, MIX_LOADER))
     one.add_argument("root")
     one.add_argument("--source-options")
     parser.add_argument("--sizes", default="10000,100000,1000000", help="episodes per dataset, comma-separated")
@@ -192,6 +253,14 @@ def main() -> int:
     parser.add_argument("--anchor-python", default=os.path.join(os.environ.get("ANCHOR_DIR", "/tmp/anchor"),
                                                                 "venv/bin/python"),
                         help="the LeRobot anchor venv's python (setup.sh); LeRobot is skipped when it is missing")
+    parser.add_argument("--lerobot06-python", default=os.path.join(os.environ.get("ANCHOR_DIR", "/tmp/anchor"),
+                                                                   "venv06/bin/python"),
+                        help="LeRobot 0.6.1's python (`lerobot-0.6`); skipped when it is missing")
+    parser.add_argument("--lerobot-cap-s", type=float, default=1800.0,
+                        help="stop a LeRobot run that has no first batch after this many seconds [1800]")
+    parser.add_argument("--mix", type=int, default=0, help="also a mixture of this many generated datasets [0: none]")
+    parser.add_argument("--mix-step", type=int, default=100,
+                        help="member i of --mix has step x (i + 1) episodes [100]")
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "dl-scale"),
                         help="the measured runs' dl cache and HF home (the datasets are in dl's cache folder)")
     parser.add_argument("--bucket", action="store_true", help="also through the bucket source (loopback S3)")
@@ -200,16 +269,21 @@ def main() -> int:
     if args.mode == "child":
         child(args.loader, args.root, args.source_options)
         return 0
-    if not Path(args.anchor_python).exists():
-        print(f"no LeRobot anchor at {args.anchor_python}: LeRobot is left out", file=sys.stderr)
-        args.anchor_python = None
+    for option in ("anchor_python", "lerobot06_python"):
+        if not Path(getattr(args, option)).exists():
+            print(f"no LeRobot at {getattr(args, option)}: its loader is left out", file=sys.stderr)
+            setattr(args, option, None)
+    if args.mix < 0 or args.mix_step < 1 or args.lerobot_cap_s <= 0:
+        parser.error("--mix must be >= 0, --mix-step >= 1 and --lerobot-cap-s > 0")
     data = Path(args.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "DL_CACHE_DIR": str(data / "dl-cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "HF_HOME": str(data / "hf-home")}
     rows: list[dict] = []
-    for size in [int(s) for s in args.sizes.split(",")]:
+    for size in [int(s) for s in args.sizes.split(",") if s]:
         run_size(args, size, env, rows)
+    if args.mix:
+        run_mix(args, env, rows)
     Path(args.out).write_text(json.dumps(rows, indent=2))
     print(report(rows))
     return 0

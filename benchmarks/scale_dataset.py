@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from dl.kits.mp4_index import read_index
 from dl.kits.paths import cache_dir
+from dl.testing.renamed import renamed_dataset
 from dl.testing.synthetic import SyntheticConfig, camera_key, frame_code, task_string
 from dl.testing.synthetic_writer import info_json as synthetic_info
 
@@ -46,6 +47,10 @@ MEAN_LENGTH, SPREAD = 10, 4
 """Episodes are MEAN_LENGTH +- up to SPREAD frames long (6-14)."""
 VERSION = 2
 """Part of the cached dataset's folder name: raised when what is written changes."""
+NAMINGS = ({}, {"observation.images.cam0": "observation.images.top", "observation.state": "observation.joints"},
+           {"observation.images.cam0": "observation.images.front", "action": "action.joints"})
+"""How the members of `scale_mixture` name their features (`{common name: member's name}`), as different labs'
+robots name them; member `i` takes naming `i % len(NAMINGS)`."""
 
 
 def episode_lengths(episodes: int, per_file: int, seed: int = 0) -> np.ndarray:
@@ -198,6 +203,30 @@ def scale_dataset(episodes: int, per_file: int = 1000, meta_per_file: int = META
     (written under a temporary name and renamed: an interrupted write leaves nothing that looks finished)."""
     root = cache_dir("scale") / f"v{VERSION}-{episodes}-per{per_file}-meta{meta_per_file}"
     return root if root.exists() else write_scale_dataset(root, episodes, per_file, meta_per_file)
+
+
+def scale_mixture(members: int, step: int = 100) -> list[dict]:
+    """`members` datasets of different sizes (member `i`: `step * (i + 1)` episodes, 200 per file), their features
+    named as `NAMINGS` says, each written once into dl's cache folder; as `[{"root": folder, "rename": {member's
+    name: common name}}]`, what `dl.make_mixture(..., rename=[m["rename"] ...])` takes to serve them under one set
+    of names.
+
+    Raises:
+        ValueError: `members` or `step` below 1.
+    """
+    if members < 1 or step < 1:
+        raise ValueError(f"members ({members}) and step ({step}) must be >= 1")
+    out = []
+    for i in range(members):
+        naming = NAMINGS[i % len(NAMINGS)]
+        plain = scale_dataset(step * (i + 1), per_file=200)
+        root = plain.with_name(f"{plain.name}-naming{i % len(NAMINGS)}") if naming else plain
+        if not root.exists():
+            tmp = root.with_name(f".{root.name}.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.rename(renamed_dataset(plain, tmp, naming), root)
+        out.append({"root": str(root), "rename": {member: common for common, member in naming.items()}})
+    return out
 
 
 def _scalar(values: np.ndarray) -> dict:

@@ -3,6 +3,7 @@ video spans are the encoded file's frame times, meta/episodes split and named as
 into dl's cache folder, and served by dl with the values it claims."""
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -84,3 +85,17 @@ def test_bad_sizes_are_refused(tmp_path):
         scale_dataset.write_scale_dataset(tmp_path / "odd", 10, per_file=5)
     with pytest.raises(FileExistsError):
         scale_dataset.write_scale_dataset(tmp_path, 10)
+
+
+def test_mixture_members_are_named_apart_and_renamed_to_one_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("DL_CACHE_DIR", str(tmp_path))
+    members = scale_dataset.scale_mixture(3, step=4)
+    assert [len(dl.make_dataset(m["root"]).episodes) for m in members] == [4, 8, 12]
+    info = json.loads((Path(members[1]["root"]) / "meta" / "info.json").read_text())
+    assert "observation.images.top" in info["features"] and KEY not in info["features"]
+    mix = dl.make_mixture([dl.make_dataset(m["root"], image_dtype="uint8") for m in members], "frames",
+                          rename=[m["rename"] for m in members], samples_per_epoch=24)
+    batch = next(iter(dl.make_dataloader(mix, batch_size=24)))
+    assert {KEY, "observation.state", "action"} <= set(batch) and "observation.images.top" not in batch
+    assert sorted(set(batch["dataset_index"].tolist())) == [0, 1, 2]
+    assert scale_dataset.scale_mixture(3, step=4) == members  # written once
