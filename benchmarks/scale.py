@@ -11,14 +11,15 @@ the tree, `dl.bench.memory`) and takes its PSS once the first batch arrived. Eac
 first ("cold": LeRobot converts the parquet files to its Arrow cache, dl's `map` writes its tabular file),
 then `--repeats` warm runs, interleaved across loaders; the table gives the median warm run and the cold
 build. `--bucket` adds dl's loaders through the `bucket` source on a loopback S3 server (moto, behind a
-counting proxy), with the requests the metadata took.
+counting proxy adding `--latency-ms` to every request), with the requests the metadata took.
 
     .venv/bin/python benchmarks/scale.py --sizes 10000,100000,1000000 --anchor-python /tmp/anchor/venv/bin/python
     .venv/bin/python benchmarks/scale.py --sizes 1000000 --mix 50 --bucket --repeats 3
 
 Columns: `start s` from the process's creation (interpreter and imports included) to the first batch;
 `build s` the dataset object (metadata included); `1st batch s` from iter(DataLoader) (worker start
-included); `peak RSS MB` of the tree; `PSS MB` of the tree at the first batch. Growth is the least-squares
+included); `peak RSS MB` of the tree; `PSS MB` of the tree at the first batch; `target` whether the row meets issue
+68's target (`TARGETS`: dl at 1M episodes locally and through `bucket`, the mixture). Growth is the least-squares
 slope over the sizes, per 10k episodes. A LeRobot run that has not reached its first batch after `--lerobot-cap-s`
 (30 minutes) is stopped and shows `gave up after S s`.
 """
@@ -38,6 +39,9 @@ LOADERS = ("lerobot", "lerobot-0.6", "dl-map", "dl-pool")
 MIX_LOADER = "dl-mix"
 """The child mode's name for a mixture: its root is a JSON file of `scale_mixture`'s members."""
 BATCH_SIZE, NUM_WORKERS = 16, 2
+TARGETS = {"local": (30.0, 3000), "bucket": (60.0, None), "mix": (20.0, 3000)}
+"""Issue 68's targets, (start s, peak RSS MB or None): dl's loaders on 1,000,000 episodes locally and through
+`bucket` (loopback S3 at `--latency-ms`), and the `--mix` mixture."""
 
 
 # ------------------------------------------------------------------------------------------ child (one run)
@@ -193,7 +197,7 @@ def _bucket_rows(args, root: Path, size: int, env: dict) -> list[dict]:
     out = []
     with S3Server() as s3:
         url = s3.upload(root, "scale", root.name)
-        with FaultProxy(s3.endpoint_url) as proxy:
+        with FaultProxy(s3.endpoint_url, latency_s=args.latency_ms / 1000) as proxy:
             storage = s3.storage_options(proxy.endpoint_url)
             requests = metadata_requests(url, storage, proxy)
             for name in ("dl-map", "dl-pool"):
@@ -218,17 +222,28 @@ def _row(size: int, name: str, runs: list[dict], cold: dict | None) -> dict:
     return row
 
 
+def _verdict(row: dict) -> str:
+    """Whether `row` meets its issue-68 target (`TARGETS`), or "-" where none applies."""
+    kind = ("mix" if row["loader"].startswith(MIX_LOADER) else "bucket" if row["loader"].endswith("(bucket)")
+            else "local" if row["loader"].startswith("dl-") and row["episodes"] >= 1_000_000 else None)
+    if kind is None or (kind == "bucket" and row["episodes"] < 1_000_000):
+        return "-"
+    start, rss = TARGETS[kind]
+    met = row["start_s"] <= start and (rss is None or row["peak_rss_mb"] <= rss)
+    return ("met" if met else "missed") + f" (<= {start:g} s" + (f", <= {rss} MB)" if rss else ")")
+
+
 def report(rows: list[dict]) -> str:
     lines = ["| episodes | loader | start s | build s | 1st batch s | peak RSS MB | PSS MB | cold build s | "
-             "metadata requests |", "|---|---|---|---|---|---|---|---|---|"]
+             "metadata requests | target |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "gave_up_s" in r:
             lines.append(f"| {r['episodes']:,} | {r['loader']} | gave up after {r['gave_up_s']:g} s |"
-                         + " - |" * 6)
+                         + " - |" * 7)
             continue
         lines.append(f"| {r['episodes']:,} | {r['loader']} | {r['start_s']:.2f} | {r['build_s']:.2f} | "
                      f"{r['first_batch_s']:.2f} | {r['peak_rss_mb']} | {r['pss_mb']} | {r.get('cold_build_s', '-')} | "
-                     f"{r.get('metadata_requests', '-')} |")
+                     f"{r.get('metadata_requests', '-')} | {_verdict(r)} |")
     sized = [r for r in rows if "start_s" in r and not r["loader"].startswith(MIX_LOADER)]  # one dataset each
     if len({r["episodes"] for r in sized}) > 1:
         lines += ["", "| loader | start s per 10k episodes | peak RSS MB per 10k episodes |", "|---|---|---|"]
@@ -249,7 +264,9 @@ def main() -> int:
     one.add_argument("--source-options")
     parser.add_argument("--sizes", default="10000,100000,1000000", help="episodes per dataset, comma-separated")
     parser.add_argument("--loaders", default=",".join(LOADERS))
-    parser.add_argument("--repeats", type=int, default=2, help="warm runs per loader and size [2]")
+    parser.add_argument("--repeats", type=int, default=3, help="warm runs per loader and size [3]")
+    parser.add_argument("--latency-ms", type=float, default=20.0,
+                        help="added to every request of --bucket's loopback S3 [20]")
     parser.add_argument("--anchor-python", default=os.path.join(os.environ.get("ANCHOR_DIR", "/tmp/anchor"),
                                                                 "venv/bin/python"),
                         help="the LeRobot anchor venv's python (setup.sh); LeRobot is skipped when it is missing")
