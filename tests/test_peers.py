@@ -18,6 +18,7 @@ from dl.host.assembly import build_loader, open_dataset
 from dl.host.manager import get_plugins
 from dl.plugins.peers.environments import interpreter_for
 from dl.plugins.peers.lance import LancePeer
+from dl.plugins.peers.lerobot import LeRobotStreamPeer
 
 PEERS = ("daft", "lance", "lerobot", "lerobot_stream", "ray")
 QUICK = ["--duration", "1", "--warmup-batches", "1", "--single-proc-samples", "4", "--batch-size", "4"]
@@ -120,3 +121,13 @@ def test_peer_values_equal_for_the_same_samples_and_differ_for_shifted_frames(sm
     shifted = peer_values(_DlAsPeer(small_dataset, shift=True), seed=0)
     assert shifted["values"] == "differ", shifted
     assert all(key in shifted["values_line"] for key in cameras) and "action" not in shifted["values_line"]
+
+
+def test_the_streaming_peer_refuses_a_dataset_it_would_read_other_frames_of(small_dataset):
+    # 3 episodes per video file: the second file's episodes start at 0 s in it, not at their index / fps
+    meta = open_dataset(str(small_dataset))
+    decoder = get_plugins().registry.create("decoder", "cpu")
+    with pytest.raises(PluginError) as raised:
+        LeRobotStreamPeer(meta, decoder, LoaderConfig())
+    message = str(raised.value)
+    assert "\n" not in message and "episode 3's" in message and "--loader lerobot" in message

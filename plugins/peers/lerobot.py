@@ -7,6 +7,7 @@ import torch.utils.data
 
 from dl.contracts.config import LoaderConfig
 from dl.contracts.decoder import Decoder
+from dl.contracts.errors import PluginError
 from dl.format.metadata import DatasetMeta
 from dl.kits.process_local import ProcessLocal
 
@@ -55,6 +56,23 @@ class LeRobotPeer(PeerBase, torch.utils.data.Dataset):
         return self.reader[i]
 
 
+def index_times_mismatch(peer: PeerBase) -> str | None:
+    """One line when StreamingLeRobotDataset would read other frames than the dataset's: LeRobot 0.6.1's streaming
+    reader takes a frame's time in its video file as its global `index` / fps (`StreamingLeRobotDataset.make_frame`),
+    which holds only where an episode's span in its video file starts at its first global index / fps (one file per
+    camera from the dataset's first frame, at a constant rate). None when every selected episode's spans do."""
+    fps = peer.meta.fps
+    for episode in peer.episodes:
+        for key, span in episode.videos.items():
+            expected = episode.dataset_from_index / fps
+            if abs(span.from_timestamp - expected) > max(peer.config.tolerance_s, 0.5 / fps):
+                return (f"loader lerobot_stream: LeRobot's StreamingLeRobotDataset reads frame `index` at index / fps "
+                        f"seconds into its video file, but episode {episode.index}'s {key} starts at "
+                        f"{span.from_timestamp:g} s in {span.path}, not {expected:g} s: it would fail or serve other "
+                        "frames on this dataset. Use --loader lerobot (LeRobotDataset) to compare with LeRobot.")
+    return None
+
+
 class LeRobotStreamPeer(PeerBase, torch.utils.data.IterableDataset):
     """LeRobot's `StreamingLeRobotDataset` over the same folder: its shuffle buffer (`buffer_size` samples, seeded by
     the run's seed) over its shards, split among DataLoader workers by Hugging Face `datasets`.
@@ -64,7 +82,8 @@ class LeRobotStreamPeer(PeerBase, torch.utils.data.IterableDataset):
         python: as `LeRobotPeer`.
 
     Raises:
-        PluginError: as `LeRobotPeer`.
+        PluginError: as `LeRobotPeer`, or the dataset has an episode it would read other frames of
+            (`index_times_mismatch`).
     """
 
     name, distribution = "lerobot_stream", "lerobot"
@@ -74,6 +93,9 @@ class LeRobotStreamPeer(PeerBase, torch.utils.data.IterableDataset):
     def __init__(self, meta: DatasetMeta, decoder: Decoder, config: LoaderConfig, buffer_size: int = 1000,
                  python: str | None = None):
         super().__init__(meta, decoder, config)
+        mismatch = index_times_mismatch(self)
+        if mismatch:
+            raise PluginError(mismatch)
         module = import_peer(self.name, "lerobot.datasets.streaming_dataset", "lerobot")
         self.order = f"StreamingLeRobotDataset's shuffle buffer ({buffer_size} samples) over its shards"
         # each process its own reader, as each of lerobot-train's spawned workers unpickles a fresh one: one iterated
