@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from dl.kits.mp4_index import merge_ranges, read_index
+from dl.kits.mp4_index import merge_ranges
+from dl.kits.video_indexes import VideoIndexes
 
 
 class View(io.RawIOBase):
@@ -53,7 +54,7 @@ def main() -> int:
     parser.add_argument("--episode-s", type=float, default=10.0)
     args = parser.parse_args()
     data = open(args.video, "rb").read()
-    index = read_index(lambda a, b: data[a:b], len(data), args.video)
+    index = VideoIndexes().get(args.video, len(data), lambda a, b: data[a:b], args.video)
     fps = len(index.pts) / (index.pts_s.max() + index.pts_s.min() + 1 / 30)
     bounds = np.arange(0.0, float(index.pts_s.max()), args.episode_s)
     episodes = [(float(a), min(float(a) + args.episode_s, float(index.pts_s.max()) + 1 / fps)) for a in bounds]

@@ -11,7 +11,7 @@ Episode lengths vary from 6 to 14 frames (`episode_lengths`: pairs of lengths 10
 each file), so every full data file holds `10 * per_file` frames and every full video file the same frames: one is
 encoded and the others are hard links to it (the frames carry `dl.testing.synthetic.frame_code` of their row in
 the file, not of their global index: the scale benchmark times start-up, `dl.testing` checks values). Each
-episode's `from_timestamp` / `to_timestamp` are read from the encoded file's MP4 index (`dl.kits.mp4_index`), the
+episode's `from_timestamp` / `to_timestamp` are read from the encoded file's MP4 index (`dl.kits.video_indexes`), the
 times dl's checks read. Tabular values are those of `dl.testing.synthetic`: `observation.state[j]` of row `i` is
 `i + j / 256`, `action` is `-(state + 1)`.
 
@@ -32,8 +32,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dl.kits.mp4_index import read_index
 from dl.kits.paths import cache_dir
+from dl.kits.video_indexes import VideoIndexes
 from dl.testing.renamed import renamed_dataset
 from dl.testing.synthetic import SyntheticConfig, camera_key, frame_code, task_string
 from dl.testing.synthetic_writer import info_json as synthetic_info
@@ -105,7 +105,7 @@ def _video(path: Path, frames: int) -> np.ndarray:
         def read(start: int, end: int) -> bytes:
             f.seek(start)
             return f.read(end - start)
-        times = np.sort(read_index(read, path.stat().st_size, str(path)).pts_s)
+        times = np.sort(VideoIndexes().get(str(path), path.stat().st_size, read, str(path)).pts_s)
     if len(times) != frames:
         raise RuntimeError(f"{path}: FFmpeg wrote {len(times)} frames, not {frames}")
     return times
