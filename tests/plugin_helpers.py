@@ -12,7 +12,8 @@ BUILTINS = {("source", "local"): "dl.plugins.local_source", ("source", "hub"): "
             ("source", "bucket"): "dl.plugins.remote.bucket", ("loader", "map"): "dl.plugins.map",
             ("loader", "pool"): "dl.plugins.pool", ("decoder", "cpu"): "dl.plugins.cpu_decoder",
             ("decoder", "nvdec"): "dl.plugins.nvdec_decoder",
-            ("scheduler", "local"): "dl.plugins.local_scheduler", ("scheduler", "slurm"): "dl.plugins.slurm"}
+            ("scheduler", "local"): "dl.plugins.local_scheduler", ("scheduler", "slurm"): "dl.plugins.slurm",
+            **{("loader", peer): "dl.plugins.peers" for peer in ("lerobot", "lerobot_stream", "lance", "ray", "daft")}}
 CAMERA = "observation.images.cam0"
 
 
