@@ -109,7 +109,8 @@ def test_negative_workers_are_refused_before_any_work(small_dataset, tmp_path):
 @pytest.mark.parametrize(("args", "says"), [
     (["--mode", "bogus"], "Invalid value for --mode: bogus: choose from single, sarm, chunk"),
     (["--episodes", "abc"], "--episodes: cannot read 'abc' in 'abc'"),
-    (["--loader", "nope"], "unknown loader 'nope'; registered loaders: daft, lance, lerobot, lerobot_stream, map, pool, ray."),
+    (["--loader", "nope"],
+     "unknown loader 'nope'; registered loaders: daft, lance, lerobot, lerobot_stream, map, pool, ray."),
 ])
 @pytest.mark.slow  # starts `dl` processes
 def test_errors_share_click_style_without_python_reprs(small_dataset, tmp_path, args, says):
