@@ -3,6 +3,8 @@ shape of run it supports."""
 
 from importlib.metadata import PackageNotFoundError, version
 
+import torch.utils.data
+
 from dl.contracts.config import LoaderConfig
 from dl.contracts.decoder import Decoder
 from dl.contracts.errors import PluginError
@@ -52,3 +54,14 @@ class PeerBase:
         from torch.utils.data import default_collate
 
         return DataLoaderNeeds(multiprocessing_context=self.start_method, collate_fn=default_collate)
+
+
+class MapPeer(PeerBase, torch.utils.data.Dataset):
+    """A map-style peer: its reader's (`reader`, set by the subclass) samples by position, read by a torch DataLoader
+    that shuffles them."""
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.reader[i]

@@ -5,7 +5,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import torch.utils.data
 from filelock import FileLock
 
 from dl.contracts.config import LoaderConfig
@@ -14,7 +13,7 @@ from dl.contracts.errors import PluginError
 from dl.format.metadata import DatasetMeta
 from dl.kits.paths import cache_dir
 
-from .common import PeerBase
+from .common import MapPeer
 from .environments import import_peer, interpreter_for
 
 
@@ -26,7 +25,7 @@ def converted_root(root: str) -> Path:
     return cache_dir("peers", "lance") / f"{Path(root).name}-{key.hexdigest()[:12]}"
 
 
-class LancePeer(PeerBase, torch.utils.data.Dataset):
+class LancePeer(MapPeer):
     """lerobot-lancedb's map-style `LanceDBDataset` (its batched `__getitems__` kept) over a Lance copy of the dataset,
     converted once with its own converter (`lerobot_lancedb.convert.convert`, what `lerobot-lance-convert --root`
     runs) under a file lock; read as its docs say: the DataLoader shuffles it, workers start with
@@ -71,12 +70,6 @@ class LancePeer(PeerBase, torch.utils.data.Dataset):
     @classmethod
     def interpreter(cls, python: str | None = None) -> str | None:
         return interpreter_for(cls.name, "lerobot_lancedb", "lance", "lance", python)
-
-    def __len__(self) -> int:
-        return len(self.reader)
-
-    def __getitem__(self, i: int) -> dict:
-        return self.reader[i]
 
     def __getitems__(self, indices: list[int]) -> list[dict]:
         return self.reader.__getitems__(indices)

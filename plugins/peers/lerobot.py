@@ -11,7 +11,7 @@ from dl.contracts.errors import PluginError
 from dl.format.metadata import DatasetMeta
 from dl.kits.process_local import ProcessLocal
 
-from .common import PeerBase
+from .common import MapPeer, PeerBase
 from .environments import import_peer, interpreter_for
 
 
@@ -21,7 +21,7 @@ def _reader_arguments(peer: PeerBase, config: LoaderConfig) -> dict:
             "return_uint8": config.image_dtype == "uint8"}
 
 
-class LeRobotPeer(PeerBase, torch.utils.data.Dataset):
+class LeRobotPeer(MapPeer):
     """LeRobot's map-style `LeRobotDataset` over the same folder, episodes, delta_timestamps and tolerance, uint8
     or float32 frames as the run asks; the DataLoader shuffles it with a seeded `RandomSampler`, batches with
     torch's `default_collate` and starts its workers with `spawn`, as lerobot-train 0.6.1 does (`shuffle=True`, its
@@ -48,12 +48,6 @@ class LeRobotPeer(PeerBase, torch.utils.data.Dataset):
     @classmethod
     def interpreter(cls, python: str | None = None) -> str | None:
         return interpreter_for(cls.name, "lerobot", "venv06", "lerobot", python)
-
-    def __len__(self) -> int:
-        return len(self.reader)
-
-    def __getitem__(self, i: int) -> dict:
-        return self.reader[i]
 
 
 def index_times_mismatch(peer: PeerBase) -> str | None:
