@@ -32,6 +32,13 @@ def wait_final(scheduler, submission, cluster, timeout_s=WAIT_S):
     return statuses
 
 
+def run_log(status) -> str:
+    """A run's job log, for a failure message: what the runner said when a run that should end well did not."""
+    path = Path(status.log_path or "")
+    text = path.read_text(errors="replace") if path.is_file() else "(no log)"
+    return f"--- {status.name}: {status.state} {status.detail}\n{text[-4000:]}"
+
+
 def job_fields(job_id: str) -> dict:
     out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, check=True)
     return dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
@@ -57,7 +64,8 @@ def test_a_chain_runs_in_order_and_a_failed_link_does_not_stop_it(cluster, datas
     jobs = submission.handle["jobs"]
     assert list(jobs) == ["first", "broken", "third"]
     statuses = wait_final(scheduler, submission, cluster)
-    assert [(s.name, s.state) for s in statuses] == [("first", "done"), ("broken", "failed"), ("third", "done")]
+    assert [(s.name, s.state) for s in statuses] == [("first", "done"), ("broken", "failed"), ("third", "done")], \
+        "\n".join([*(run_log(s) for s in statuses if s.name != "broken"), cluster.logs()])
     assert statuses[1].exit_code == 1 and "FAILED" in statuses[1].detail
     assert "no-such-dataset" in Path(statuses[1].log_path).read_text()  # the runner's error, in its log
     fields = [job_fields(jobs[name]) for name in ("first", "broken", "third")]
