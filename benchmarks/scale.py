@@ -10,18 +10,20 @@ shuffled) and takes its first batch. The parent watches the child's process tree
 the tree, `dl.bench.memory`) and takes its PSS once the first batch arrived. Each loader runs once untimed
 first ("cold": LeRobot converts the parquet files to its Arrow cache, dl's `map` writes its tabular file),
 then `--repeats` warm runs, interleaved across loaders; the table gives the median warm run and the cold
-build. `--bucket` adds dl's loaders through the `bucket` source on a loopback S3 server (moto, behind a
-counting proxy adding `--latency-ms` to every request), with the requests the metadata took.
+build. `--bucket` adds dl's loaders through the `bucket` source on a loopback S3 server (moto), `--hub` through the
+`hub` source on dl.testing's loopback Hub (its LFS files redirected to its CDN), each behind a counting proxy adding
+`--latency-ms` to every request, with the requests and bytes the metadata took (read in the parent) and the bytes
+each run fetched (the median run; the map fetches every selected episode before its first batch).
 
     .venv/bin/python benchmarks/scale.py --sizes 10000,100000,1000000 --anchor-python /tmp/anchor/venv/bin/python
-    .venv/bin/python benchmarks/scale.py --sizes 1000000 --mix 50 --bucket --repeats 3
+    .venv/bin/python benchmarks/scale.py --sizes 1000000 --mix 50 --bucket --hub --repeats 3
 
 Columns: `start s` from the process's creation (interpreter and imports included) to the first batch;
 `build s` the dataset object (metadata included); `1st batch s` from iter(DataLoader) (worker start
 included); `peak RSS MB` of the tree; `PSS MB` of the tree at the first batch; `target` whether the row meets issue
-68's target (`TARGETS`: dl at 1M episodes locally and through `bucket`, the mixture). Growth is the least-squares
-slope over the sizes, per 10k episodes. A LeRobot run that has not reached its first batch after `--lerobot-cap-s`
-(30 minutes) is stopped and shows `gave up after S s`.
+68's target (`TARGETS`: dl at 1M episodes locally and through `bucket` and `hub`, the mixture). Growth is the
+least-squares slope over the sizes, per 10k episodes. A LeRobot run that has not reached its first batch after
+`--lerobot-cap-s` (30 minutes) is stopped and shows `gave up after S s`.
 """
 
 import argparse
@@ -39,13 +41,13 @@ LOADERS = ("lerobot", "lerobot-0.6", "dl-map", "dl-pool")
 MIX_LOADER = "dl-mix"
 """The child mode's name for a mixture: its root is a JSON file of `scale_mixture`'s members."""
 BATCH_SIZE, NUM_WORKERS = 16, 2
-TARGETS = {"local": (30.0, 3000), "bucket": (60.0, None), "mix": (20.0, 3000)}
+TARGETS = {"local": (30.0, 3000), "remote": (60.0, None), "mix": (20.0, 3000)}
 """Issue 68's targets, (start s, peak RSS MB or None): dl's loaders on 1,000,000 episodes locally and through
-`bucket` (loopback S3 at `--latency-ms`), and the `--mix` mixture."""
+`bucket` or `hub` (loopback servers at `--latency-ms`), and the `--mix` mixture."""
 
 
 # ------------------------------------------------------------------------------------------ child (one run)
-def child(loader: str, root: str, source_options: str | None) -> None:
+def child(loader: str, root: str, source: str, source_options: str | None) -> None:
     """Build `loader` on `root`, take one batch, print the timings as one JSON line, then wait for a line on
     stdin (the parent measures the tree's memory meanwhile) and exit."""
     import psutil
@@ -72,7 +74,6 @@ def child(loader: str, root: str, source_options: str | None) -> None:
         import dl
 
         options = json.loads(source_options) if source_options else None
-        source = "bucket" if options else "local"
         dataset = dl.make_dataset(root, loader=loader.removeprefix("dl-"), source=source, source_options=options)
         t1 = time.perf_counter()
         batches = dl.make_dataloader(dataset, batch_size=BATCH_SIZE, num_workers=NUM_WORKERS)
@@ -89,8 +90,8 @@ def child(loader: str, root: str, source_options: str | None) -> None:
 
 
 # ------------------------------------------------------------------------------------------ parent
-def measure(python: str, loader: str, root: str, env: dict, source_options: dict | None = None,
-            cap_s: float | None = None) -> dict:
+def measure(python: str, loader: str, root: str, env: dict, source: str = "local",
+            source_options: dict | None = None, cap_s: float | None = None) -> dict:
     """One fresh child process: its JSON line, with the tree's peak RSS and PSS (MB) added; `{"gave_up_s": cap_s}`
     when it printed nothing within `cap_s` seconds (it is then killed, its workers with it)."""
     import select
@@ -99,7 +100,7 @@ def measure(python: str, loader: str, root: str, env: dict, source_options: dict
 
     from dl.bench.memory import PeakRssMonitor, tree_pss_bytes
 
-    command = [python, str(Path(__file__).resolve()), "child", loader, root]
+    command = [python, str(Path(__file__).resolve()), "child", loader, root, "--source", source]
     if source_options:
         command += ["--source-options", json.dumps(source_options)]
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -136,14 +137,15 @@ def _kill_tree(proc) -> None:
     proc.wait()
 
 
-def metadata_requests(url: str, storage_options: dict, proxy) -> dict:
-    """Requests (counted by the proxy, on the wire) and seconds that reading the metadata through `bucket`
-    takes in this process."""
+def metadata_requests(root: str, source: str, storage_options: dict, proxy) -> dict:
+    """Requests (counted by the proxy, on the wire) and seconds that reading the metadata through `source` (`bucket`
+    or `hub`) takes in this process."""
     from dl.host.assembly import open_dataset
 
-    before, t0 = proxy.requests, time.perf_counter()
-    meta = open_dataset(url, "bucket", {"storage_options": storage_options})
+    before, served, t0 = proxy.requests, proxy.bytes_served, time.perf_counter()
+    meta = open_dataset(root, source, {"storage_options": storage_options})
     return {"metadata_requests": proxy.requests - before, "metadata_s": round(time.perf_counter() - t0, 3),
+            "metadata_mb": round((proxy.bytes_served - served) / 1e6, 1),
             "metadata_files": sum(1 for f in meta.files if f.startswith("meta/"))}
 
 
@@ -172,8 +174,9 @@ def run_size(args, size: int, env: dict, rows: list[dict]) -> None:
                 warm[name].append(measure(pythons[name], name, str(root), env, cap_s=caps[name]))
     for name in loaders:
         rows.append(_row(size, name, warm[name] or [cold[name]], cold[name]))
-    if args.bucket:
-        rows.extend(_bucket_rows(args, root, size, env))
+    for source in ("bucket", "hub"):
+        if getattr(args, source):
+            rows.extend(_remote_rows(args, source, root, size, env))
 
 
 def run_mix(args, env: dict, rows: list[dict]) -> None:
@@ -190,21 +193,38 @@ def run_mix(args, env: dict, rows: list[dict]) -> None:
     rows.append(_row(cold["episodes"], f"{MIX_LOADER} ({args.mix} members)", runs or [cold], cold))
 
 
-def _bucket_rows(args, root: Path, size: int, env: dict) -> list[dict]:
+def _remote_rows(args, source: str, root: Path, size: int, env: dict) -> list[dict]:
+    """dl's loaders on `root` through `source`: `bucket` (a loopback S3 server) or `hub` (dl.testing's loopback Hub,
+    its LFS files on its CDN), behind a proxy adding `--latency-ms` to every request."""
+    from contextlib import ExitStack
+
     from dl.testing.fault_proxy import FaultProxy
+    from dl.testing.hub_server import HubServer
     from dl.testing.s3_server import S3Server
 
     out = []
-    with S3Server() as s3:
-        url = s3.upload(root, "scale", root.name)
-        with FaultProxy(s3.endpoint_url, latency_s=args.latency_ms / 1000) as proxy:
-            storage = s3.storage_options(proxy.endpoint_url)
-            requests = metadata_requests(url, storage, proxy)
-            for name in ("dl-map", "dl-pool"):
-                options = {"storage_options": storage}
-                cold = measure(sys.executable, name, url, env, options)
-                runs = [measure(sys.executable, name, url, env, options) for _ in range(args.repeats)]
-                out.append({**_row(size, f"{name} (bucket)", runs, cold), **requests})
+    with ExitStack() as stack:
+        if source == "bucket":
+            s3 = stack.enter_context(S3Server())
+            url, upstream = s3.upload(root, "scale", root.name), s3.endpoint_url
+        else:
+            hub = stack.enter_context(HubServer(page_size=1000))  # the Hub's own page size
+            url, upstream = f"scale/{root.name}", hub.endpoint
+            hub.add_revision(url, root)
+            env = {**env, "HF_HUB_OFFLINE": "0"}
+        proxy = stack.enter_context(FaultProxy(upstream, latency_s=args.latency_ms / 1000))
+        storage = s3.storage_options(proxy.endpoint_url) if source == "bucket" else {"endpoint": proxy.endpoint_url}
+        requests = metadata_requests(url, source, storage, proxy)
+        def run(name: str) -> dict:
+            served = proxy.bytes_served
+            got = measure(sys.executable, name, url, env, source, {"storage_options": storage})
+            return {**got, "fetched_mb": round((proxy.bytes_served - served) / 1e6, 1)}
+
+        for name in ("dl-map", "dl-pool"):
+            cold = run(name)
+            runs = [run(name) for _ in range(args.repeats)]
+            out.append({**_row(size, f"{name} ({source})", runs, cold), **requests,
+                        "fetched_mb": statistics.median(r["fetched_mb"] for r in runs)})
     return out
 
 
@@ -224,26 +244,31 @@ def _row(size: int, name: str, runs: list[dict], cold: dict | None) -> dict:
 
 def _verdict(row: dict) -> str:
     """Whether `row` meets its issue-68 target (`TARGETS`), or "-" where none applies."""
-    kind = ("mix" if row["loader"].startswith(MIX_LOADER) else "bucket" if row["loader"].endswith("(bucket)")
+    remote = row["loader"].endswith(("(bucket)", "(hub)"))
+    kind = ("mix" if row["loader"].startswith(MIX_LOADER) else "remote" if remote
             else "local" if row["loader"].startswith("dl-") and row["episodes"] >= 1_000_000 else None)
-    if kind is None or (kind == "bucket" and row["episodes"] < 1_000_000):
+    if kind is None or (kind == "remote" and row["episodes"] < 1_000_000):
         return "-"
     start, rss = TARGETS[kind]
     met = row["start_s"] <= start and (rss is None or row["peak_rss_mb"] <= rss)
     return ("met" if met else "missed") + f" (<= {start:g} s" + (f", <= {rss} MB)" if rss else ")")
 
 
+def _metadata(row: dict) -> str:
+    return f"{row['metadata_requests']} ({row['metadata_mb']})" if "metadata_requests" in row else "-"
+
+
 def report(rows: list[dict]) -> str:
     lines = ["| episodes | loader | start s | build s | 1st batch s | peak RSS MB | PSS MB | cold build s | "
-             "metadata requests | target |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "metadata requests (MB) | fetched MB | target |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "gave_up_s" in r:
             lines.append(f"| {r['episodes']:,} | {r['loader']} | gave up after {r['gave_up_s']:g} s |"
-                         + " - |" * 7)
+                         + " - |" * 8)
             continue
         lines.append(f"| {r['episodes']:,} | {r['loader']} | {r['start_s']:.2f} | {r['build_s']:.2f} | "
                      f"{r['first_batch_s']:.2f} | {r['peak_rss_mb']} | {r['pss_mb']} | {r.get('cold_build_s', '-')} | "
-                     f"{r.get('metadata_requests', '-')} | {_verdict(r)} |")
+                     f"{_metadata(r)} | {r.get('fetched_mb', '-')} | {_verdict(r)} |")
     sized = [r for r in rows if "start_s" in r and not r["loader"].startswith(MIX_LOADER)]  # one dataset each
     if len({r["episodes"] for r in sized}) > 1:
         lines += ["", "| loader | start s per 10k episodes | peak RSS MB per 10k episodes |", "|---|---|---|"]
@@ -261,12 +286,13 @@ def main() -> int:
     one = sub.add_parser("child", help="one measured run (used by the parent)")
     one.add_argument("loader", choices=(*LOADERS, MIX_LOADER))
     one.add_argument("root")
+    one.add_argument("--source", default="local")
     one.add_argument("--source-options")
     parser.add_argument("--sizes", default="10000,100000,1000000", help="episodes per dataset, comma-separated")
     parser.add_argument("--loaders", default=",".join(LOADERS))
     parser.add_argument("--repeats", type=int, default=3, help="warm runs per loader and size [3]")
     parser.add_argument("--latency-ms", type=float, default=20.0,
-                        help="added to every request of --bucket's loopback S3 [20]")
+                        help="added to every request of --bucket's and --hub's loopback servers [20]")
     parser.add_argument("--anchor-python", default=os.path.join(os.environ.get("ANCHOR_DIR", "/tmp/anchor"),
                                                                 "venv/bin/python"),
                         help="the LeRobot anchor venv's python (setup.sh); LeRobot is skipped when it is missing")
@@ -281,10 +307,11 @@ def main() -> int:
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "dl-scale"),
                         help="the measured runs' dl cache and HF home (the datasets are in dl's cache folder)")
     parser.add_argument("--bucket", action="store_true", help="also through the bucket source (loopback S3)")
+    parser.add_argument("--hub", action="store_true", help="also through the hub source (dl.testing's loopback Hub)")
     parser.add_argument("--out", default="scale.json")
     args = parser.parse_args()
     if args.mode == "child":
-        child(args.loader, args.root, args.source_options)
+        child(args.loader, args.root, args.source, args.source_options)
         return 0
     for option in ("anchor_python", "lerobot06_python"):
         if not Path(getattr(args, option)).exists():

@@ -145,6 +145,58 @@ def test_b_frame_spans_start_at_a_keyframe_and_cover_every_shown_frame(videos, c
         assert (shown_lo, shown_hi) == (shown.min(), shown.max()) and len(shown) == stop - first
 
 
+def reference_span(index, from_s, to_s):
+    """`decode_span` as its docstring defines it, one frame at a time."""
+    half = 0.5 * float(np.median(np.diff(np.sort(index.pts)))) / index.timescale
+    shown = np.flatnonzero((index.pts_s >= from_s - half) & (index.pts_s < to_s - half))
+    if not len(shown):
+        return None
+    lo, hi = int(shown.min()), int(shown.max())
+    keys = np.flatnonzero(index.keyframes[: lo + 1])
+    last = min(hi + index.keyframe_interval + index.reorder_depth, len(index.pts) - 1)
+    return (int(keys[-1]) if len(keys) else 0), last, lo, hi
+
+
+@pytest.mark.parametrize(("codec", "faststart"), [c for c in CASES if not c[1]])
+def test_spans_planned_at_once_equal_each_planned_alone(videos, codec, faststart):
+    index, _ = index_of(videos[codec, faststart])
+    rng = np.random.default_rng(0)
+    from_s = rng.uniform(-0.5, FRAMES / FPS, 200)
+    to_s = from_s + rng.uniform(0, 1.5, 200)
+    first, last, lo, hi, empty = index.decode_spans(from_s, to_s)
+    for i in range(len(from_s)):
+        want = reference_span(index, from_s[i], to_s[i])
+        assert empty[i] == (want is None)
+        assert empty[i] or (first[i], last[i], lo[i], hi[i]) == want
+
+
+@settings(max_examples=examples(8), deadline=None, derandomize=True, database=None)
+@given(first=st.integers(0, FRAMES - 1), length=st.integers(1, 16), case=st.sampled_from(CASES))
+def test_a_read_of_frames_holds_every_byte_its_decode_needs(videos, first, length, case):
+    """`frame_ranges` of frames `first..last` (presentation order), the only bytes served besides the header, decode
+    them equal to the whole file's: the decoder reads nothing else before the end of the last byte they name (what
+    it reads past that only fills its buffer, which a source's view ends at bytes not downloaded)."""
+    from torchcodec.decoders import VideoDecoder
+
+    from dl.kits.remote.file_plan import frame_ranges
+
+    path = videos[case]
+    data = path.read_bytes()
+    index = read_index(lambda a, b: data[a:b], len(data), path.name)
+    last = min(first + length, FRAMES) - 1
+    ranges = frame_ranges(index, first, last)
+    view = StrictView(data, merge_ranges([*index.header, *ranges]))
+    got = VideoDecoder(view, seek_mode="approximate").get_frames_in_range(first, last + 1)
+    want = VideoDecoder(str(path), seek_mode="approximate").get_frames_in_range(first, last + 1)
+    assert (got.data == want.data).all()
+    assert [m for m in view.misses if ranges[0][0] <= m < ranges[-1][1]] == []
+    key = int(index.offsets[index.frame_samples(first, last)[0]])
+    assert ranges[0][0] == key and index.keyframes[index.offsets == key].all()
+    shown = np.argsort(index.pts, kind="stable")[first:last + 1]  # these frames' samples, each within one range
+    for a, b in zip(index.offsets[shown], index.offsets[shown] + index.sizes[shown], strict=True):
+        assert any(lo <= a and b <= hi for lo, hi in ranges)
+
+
 def test_a_span_outside_the_video_says_so(videos):
     index, _ = index_of(videos["av1", True])
     with pytest.raises(Mp4IndexError, match=r"no frame in \[5\.000, 6\.000\)"):

@@ -10,6 +10,7 @@ from hypothesis_profiles import examples
 from pool_helpers import TABULAR, VIDEO, every_index
 
 import dl
+from dl.format.frame_times import span_frames
 from dl.plugins.pool import first_draws
 from dl.plugins.pool.chunk_pool import ChunkPool
 from dl.plugins.pool.episode_pool import EpisodePool
@@ -123,12 +124,13 @@ def test_the_source_hears_the_chunks_ranked_in_the_order_they_are_first_drawn(re
     ds = dl.make_dataset(url, source="bucket", loader="pool", seed=11,
                          loader_options={"episode_pool_size": 3, "decode_chunk_frames": 4})
     told, admit = {}, ds.meta.source.admit
-    fps = ds.meta.fps
 
     def hear(key, files):
         for span in files:
-            for start, _, rank in span.reads:
-                told[key, round((start - span.from_timestamp) * fps) // 4] = rank
+            begin = span_frames(ds.meta.frame_times.of(ds.meta, span.path), span.from_timestamp, span.to_timestamp,
+                                0)[0] if span.reads else 0
+            for start, _, rank in span.reads:  # the file's frames
+                told[key, (start - begin) // 4] = rank
         admit(key, files)
 
     ds.meta.source.admit = hear

@@ -1,5 +1,5 @@
 """The order a remote source downloads what the pool reads: the pool's chunk order as it will open its chunks
-(`ChunkPool.read_order`), those reads placed in a video span's bytes (`dl.kits.remote.span_reads`),
+(`ChunkPool.read_order`; their bytes: tests/test_mp4_index.py),
 the block downloads they make (`block_runs`: each block at the lowest rank of a read in it; without reads, depths
 that grow along the range) and the download threads taking them shallowest first (`Prefetcher`)."""
 
@@ -10,9 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from dl.kits.mp4_index import READ_AHEAD_BYTES
-from dl.kits.remote.prefetch import RUN_BLOCKS, Piece, Prefetcher, block_runs
-from dl.kits.remote.span_reads import MARGIN_BYTES, Ranked, ranked_reads
+from dl.kits.remote.prefetch import RUN_BLOCKS, Piece, Prefetcher, Ranked, block_runs
 from dl.plugins.pool.chunk_pool import ChunkPool
 
 
@@ -47,21 +45,6 @@ def test_an_episode_waiting_for_a_slot_starts_at_rank_one():
     pool = ChunkPool(np.arange(4), np.array([32, 32, 32, 32]), 4, 8, 1, np.random.default_rng(0))
     ranks = {e: pool.read_order(e)[0][2] for e in pool.open_episodes()}
     assert sorted(ranks.values()) == [0, 1, 1, 1]  # one slot: one open chunk
-
-
-# ------------------------------------------------------------------------------------------- placing reads
-def test_reads_are_placed_by_their_share_of_the_span_with_margins():
-    frames = 1_000_000
-    ranges = ((5000, 5000 + frames + READ_AHEAD_BYTES),)
-    first, second = ranked_reads("v.mp4", ranges, 10.0, 20.0, ((15.0, 20.0, 0), (10.0, 12.5, 1)))
-    assert first == Ranked("v.mp4", 5000 + frames // 2 - MARGIN_BYTES, ranges[0][1], 0)  # to the span's end
-    assert second == Ranked("v.mp4", 5000, 5000 + frames // 4 + MARGIN_BYTES, 1)
-
-
-def test_a_read_crossing_ranges_is_cut_at_their_gap():
-    ranges = ((0, 100), (300, 400))
-    (*parts,) = ranked_reads("v.mp4", ranges, 0.0, 1.0, ((0.0, 1.0, 0),))
-    assert parts == [Ranked("v.mp4", 0, 100, 0), Ranked("v.mp4", 300, 400, 0)]
 
 
 # ------------------------------------------------------------------------------------------- zones

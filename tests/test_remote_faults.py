@@ -13,6 +13,7 @@ from dl.contracts.errors import SourceFileNotFoundError
 from dl.format.metadata import DatasetMeta
 from dl.host.assembly import build_loader
 from dl.kits.remote.host_cache import BLOCK_BYTES
+from dl.kits.video_indexes import indexes_of
 from dl.plugins.remote.bucket import bucket_source
 from dl.testing.fault_proxy import FaultProxy, Faults
 
@@ -88,8 +89,7 @@ def test_map_says_how_much_it_downloads(s3, dataset_factory, caplog):  # noqa: F
         f"whole), from {source.url}" in caplog.text
     assert need < sum(meta.files[f] for f in files)  # ranges, not the whole files
     assert len([dataset[i] for i in range(len(dataset))]) == 120
-    ranges = [p for i in (0, 1) for span in meta.file_spans(meta.episodes[i])
-              for p in source.plans.pieces(span, meta.files.get)[0]]
+    ranges = source.plans.pieces(spans, meta.files.get, indexes_of(source))[0]
     # the blocks holding the ranges, each range at most two blocks beyond its bytes
     assert source.figures()["bytes_prefetched"] <= need + 2 * BLOCK_BYTES * len(ranges)
 

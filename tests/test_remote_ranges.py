@@ -45,8 +45,15 @@ def span(size: int, start: float, stop: float) -> FileSpan:
 
 def blocks_of(source, spans) -> int:
     """The bytes of the blocks holding what `spans` need (each file's index and their frames)."""
-    pieces = [p for one in spans for p in source.plans.pieces(one, source._size)[0]]
+    pieces = source.plans.pieces(spans, source._size, indexes_of(source))[0]
     return sum((run.last - run.first + 1) * BLOCK_BYTES for run in block_runs(pieces, [], BLOCK_BYTES))
+
+
+def restored(source, host):
+    """`source` given what `host` learnt, as `DatasetMeta.to_snapshot` carries it: its state and video indexes."""
+    source.restore(host.state())
+    indexes_of(source).restore(indexes_of(host).state())
+    return source
 
 
 def decoded_like_the_file(source, long_video) -> bool:
@@ -105,8 +112,7 @@ def test_an_episode_is_fetched_once_across_epochs_and_processes_of_the_host(s3, 
             host.release((epoch, key))
     fetched = host.figures()["bytes_fetched"]
     assert 0 < fetched <= blocks_of(host, spans)
-    worker = s3_source(s3, url)  # a DataLoader worker or a rank on this host
-    worker.restore(host.state())
+    worker = restored(s3_source(s3, url), host)  # a DataLoader worker or a rank on this host
     worker.admit(7, spans[:1])
     assert decoded_like_the_file(worker, long_video)
     assert worker.figures()["bytes_fetched"] == 0 and worker.figures()["cache_hits"] > 0
@@ -132,8 +138,7 @@ def test_indexes_are_read_once_and_travel_in_the_state(s3, long_video):  # noqa:
     spans = [span(size, 0.0, 2.0), span(size, 2.0, 4.0)]
     host.prepare(spans)
     assert host.figures()["requests"] == 1 + 2  # the listing, then the head and the trailing moov
-    rank = s3_source(s3, url)
-    rank.restore(host.state())
+    rank = restored(s3_source(s3, url), host)
     assert rank.prepare(spans) == host.prepare(spans)
     assert rank.figures()["requests"] == 0 and rank.fingerprint(REL) == host.fingerprint(REL)
     with rank.open(REL) as f:  # the listed size travels too: no request for it when a worker opens the file

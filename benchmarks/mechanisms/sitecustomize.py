@@ -6,7 +6,7 @@ imports it; dl itself has no such switches.
 - `coalescing`: one download per 128 KiB block instead of adjacent blocks of one depth joined up to 1 MiB
   (`dl.kits.remote.prefetch.RUN_BLOCKS`).
 - `read_order`: downloads ordered along each range (its first block first) instead of by the loader's first reads
-  (`FileSpan.reads`, placed by `dl.kits.remote.span_reads`).
+  (`FileSpan.reads`, their bytes from `dl.kits.remote.plans.FilePlans.ranked`).
 - `fills`: a decoder's buffer fill waits for a block not in the cache yet instead of ending there
   (`dl.kits.remote.views.CachedView`'s `fills`).
 - `cdn_links`: `hub` sends every range to the file's `resolve` URL and follows its redirect, instead of keeping the

@@ -33,10 +33,11 @@ class FileSpan:
     `from_timestamp` / `to_timestamp` (seconds on a video's timeline: the frames shown in that span, as
     meta/episodes gives them) or `episode` (a data file's rows of that episode_index).
 
-    `reads` says in which order a loader reads a video span, when it knows: `(start, end, rank)`, each a read
-    of the frames shown in `[start, end)` seconds on the video's timeline (e.g. the pool's chunks of frames,
-    ranked in the order it will first draw them); a source that prefetches fetches the bytes of rank 0
-    reads (of every admitted episode) before those of rank 1, and so on, and the bytes no read names last.
+    `reads` says in which order a loader reads a video span, when it knows: `(first, last, rank)`, each a decode
+    of the file's frames at positions `first..last` (inclusive, in presentation order as `dl.format.frame_times`
+    lists them; e.g. the pool's chunks of frames, ranked in the order it will first draw them); a source that
+    prefetches fetches the bytes of rank 0 reads (of every admitted episode) before those of rank 1, and so on, and
+    the bytes no read names last.
     Empty: read from the span's start."""
 
     path: str
@@ -47,7 +48,7 @@ class FileSpan:
     from_timestamp: float | None = None
     to_timestamp: float | None = None
     episode: int | None = None
-    reads: tuple[tuple[float, float, int], ...] = ()
+    reads: tuple[tuple[int, int, int], ...] = ()
 
 
 @runtime_checkable

@@ -183,6 +183,45 @@ def _unplaced(meta, episodes) -> list:
     return [episodes[i] for i in np.flatnonzero(~placed).tolist()]
 
 
+def rows_of(index: np.ndarray, episode_index: np.ndarray, episodes: list) -> dict[int, tuple[int, int] | str]:
+    """`rows_in` of several episodes among the same rows, `{episode index: (first, end) or what is wrong}`, in a few
+    passes over the rows whatever the number of episodes: an episode whose rows are one run of its `episode_index`,
+    of its `length`, indexed `dataset_from_index` onwards by ones, whose index range holds no other episode's row,
+    is placed at once; the others go through `rows_in`, which says what is wrong."""
+    placed: dict[int, tuple[int, int] | str] = {}
+    n = len(episode_index)
+    if n and episodes:
+        opens = np.flatnonzero(np.diff(episode_index)) + 1
+        starts, ends = np.concatenate([[0], opens]), np.concatenate([opens, [n]])
+        owner = episode_index[starts]
+        order = np.argsort(owner, kind="stable")
+        repeated = np.zeros(len(owner), dtype=bool)  # an episode in several runs: not contiguous
+        twice = owner[order][1:] == owner[order][:-1]
+        repeated[order[1:][twice]] = repeated[order[:-1][twice]] = True
+        run_of = np.repeat(np.arange(len(starts)), ends - starts)
+        stepped = np.add.reduceat((index != index[starts][run_of] + np.arange(n) - starts[run_of]).astype(np.int64),
+                                  starts) > 0
+        want = np.array([ep.index for ep in episodes], dtype=np.int64)
+        lo = np.array([ep.dataset_from_index for ep in episodes], dtype=np.int64)
+        length = np.array([ep.length for ep in episodes], dtype=np.int64)
+        at = np.searchsorted(owner[order], want).clip(max=len(owner) - 1)
+        run = order[at]
+        ok = ((owner[run] == want) & ~repeated[run] & ~stepped[run] & (ends[run] - starts[run] == length)
+              & (index[starts[run]] == lo) & (length > 0))
+        by_lo = np.flatnonzero(ok)[np.argsort(lo[ok], kind="stable")]
+        overlap = lo[by_lo][1:] < (lo + length)[by_lo][:-1]  # two index ranges that overlap: both checked alone
+        ok[by_lo[1:][overlap]] = ok[by_lo[:-1][overlap]] = False
+        by_lo = by_lo[ok[by_lo]]
+        if len(by_lo):  # a row of another episode inside an episode's index range
+            k = np.searchsorted(lo[by_lo], index, side="right") - 1
+            inside = (k >= 0) & (index < (lo + length)[by_lo][k.clip(min=0)])
+            stray = inside & (episode_index != want[by_lo][k.clip(min=0)])
+            ok[by_lo[np.unique(k[stray])]] = False
+        placed = {int(e): (int(a), int(b)) for e, a, b in zip(want[ok], starts[run[ok]], ends[run[ok]], strict=True)}
+    return {ep.index: placed[ep.index] if ep.index in placed else rows_in(index, episode_index, ep)
+            for ep in episodes}
+
+
 def rows_in(index: np.ndarray, episode_index: np.ndarray, episode) -> tuple[int, int] | str:
     """Where `episode`'s rows are among rows whose `index` / `episode_index` columns are given: `(first, end)`
     positions, or what is wrong in words (LeRobot serves an episode's rows by its global index range, its windows

@@ -18,7 +18,7 @@ from .columns import (  # noqa: F401
     episode_arrays,
     table_to_arrays,
 )
-from .locate import data_file_of, file_index, rows_in
+from .locate import data_file_of, file_index, rows_of
 from .metadata import DEFAULT_KEYS, DatasetMeta, EpisodeMeta
 
 
@@ -46,7 +46,7 @@ def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns:
         DatasetFormatError: the episodes are not all in one file, the file is not readable parquet (truncated,
             corrupt), a column is missing or of the wrong kind (`dl.format.columns.check_schema`), or the rows
             holding the episode's global index range are not `length` contiguous rows of that episode
-            (`dl.format.locate.rows_in`).
+            (`dl.format.locate.rows_of`).
     """
     paths = {ep.data_path for ep in episodes}
     if len(paths) != 1:
@@ -84,13 +84,11 @@ def _read_file(meta: DatasetMeta, path: str, episodes: list[EpisodeMeta], column
             # no Arrow threads: the file object's buffers belong to Python (see meta_files.read_parquet)
             located = pf.read_row_groups(groups, columns=["index", "episode_index"], use_threads=False)
             found, owners = located.column("index").to_numpy(), located.column("episode_index").to_numpy()
-            spans = {}
-            for ep in mine:
-                span = rows_in(found, owners, ep)
+            spans = rows_of(found, owners, mine)
+            for span in spans.values():
                 if isinstance(span, str):
                     raise DatasetFormatError(f"{where}: {span}. meta/episodes and the data disagree; restore them "
                                              "from the dataset's origin, or leave the episode out.")
-                spans[ep.index] = span
             present = [c for c in columns if c in pf.schema_arrow.names]  # less DROPPED_BY_ANNOTATION's
             table = _read_rows(pf, groups, present, max(end for _, end in spans.values()))
     except (pa.ArrowException, OSError, EOFError) as exc:

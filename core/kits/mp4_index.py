@@ -80,27 +80,69 @@ class SampleIndex:
         return self.pts / self.timescale
 
     def decode_span(self, from_s: float, to_s: float) -> tuple[int, int, int, int]:
-        """The samples to read for the frames shown in `[from_s, to_s)` seconds (an episode's span; frames
-        within half a frame of a bound count as inside, as timestamps are rounded):
-        `(first, last, shown_first, shown_last)`, inclusive decode-order indices: from the keyframe at or
-        before the first shown frame to the last sample a decoder reads before it has output them all (the
-        last shown one, plus the reorder depth of B-frames and a keyframe interval), and the decode-order
-        range of the shown frames. `byte_ranges` adds the reader's read-ahead.
+        """`decode_spans` of one span, as ints.
 
         Raises:
             Mp4IndexError: no frame falls in the span.
         """
-        half = 0.5 * float(np.median(np.diff(np.sort(self.pts)))) / self.timescale if len(self.pts) > 1 else 0.5
-        pts_s = self.pts_s
-        shown = np.flatnonzero((pts_s >= from_s - half) & (pts_s < to_s - half))
-        if not len(shown):
+        first, last, lo, hi, empty = self.decode_spans(np.array([from_s]), np.array([to_s]))
+        if empty[0]:
             raise Mp4IndexError(f"no frame in [{from_s:.3f}, {to_s:.3f}) s: the track spans "
-                                f"{pts_s.min():.3f}-{pts_s.max():.3f} s")
-        lo, hi = int(shown.min()), int(shown.max())
-        keys = np.flatnonzero(self.keyframes[: lo + 1])
-        first = int(keys[-1]) if len(keys) else 0
-        last = min(hi + self.keyframe_interval + self.reorder_depth, len(self.pts) - 1)
-        return first, last, lo, hi
+                                f"{self.pts_s.min():.3f}-{self.pts_s.max():.3f} s")
+        return int(first[0]), int(last[0]), int(lo[0]), int(hi[0])
+
+    def decode_spans(self, from_s: np.ndarray, to_s: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The samples to read for the frames shown in each span `[from_s[i], to_s[i])` seconds (episodes' spans;
+        frames within half a frame of a bound count as inside, as timestamps are rounded): int64 [S] arrays
+        `(first, last, shown_first, shown_last)`, inclusive decode-order indices: from the keyframe at or before the
+        first shown frame to the last sample a decoder reads before it has output them all (the last shown one, plus
+        the reorder depth of B-frames and a keyframe interval), and the decode-order range of the shown frames; and
+        `empty`, bool [S]: no frame falls in the span (its other values are then meaningless). `byte_ranges` adds the
+        reader's read-ahead. A shown frame's decode position is within `reorder_depth` of its presentation rank, so
+        the first and last shown samples lie among the `2 x reorder_depth + 1` frames at each end of the span."""
+        order, times = self._by_time
+        a = np.searchsorted(times, np.asarray(from_s, np.float64) - self.half_frame_s, side="left")
+        b = np.searchsorted(times, np.asarray(to_s, np.float64) - self.half_frame_s, side="left")
+        empty = b <= a
+        top = np.maximum(b - 1, a).clip(max=len(order) - 1)
+        near = np.arange(2 * self.reorder_depth + 1)[:, None]
+        lo = order[np.minimum(a[None, :] + near, top[None, :])].min(axis=0)
+        hi = order[np.maximum(top[None, :] - near, a[None, :]).clip(max=len(order) - 1)].max(axis=0)
+        last = np.minimum(hi + self.keyframe_interval + self.reorder_depth, len(order) - 1)
+        return self._keyframe_at_or_before[lo], last, lo, hi, empty
+
+    def frame_samples(self, first: int, last: int) -> tuple[int, int]:
+        """The decode-order samples `(first, last)` (inclusive) a decoder reads to output the frames at positions
+        `first..last` of the file's presentation order (those `dl.format.frame_times` lists: without the samples an
+        edit list starts after): from the keyframe at or before the first of them in decode order to the last of
+        them plus the reorder depth."""
+        order = self._by_time[0]
+        shown = order[min(first, last) + self.dropped:last + self.dropped + 1]
+        if not len(shown):
+            return len(order) - 1, len(order) - 1
+        return (int(self._keyframe_at_or_before[shown.min()]),
+                min(int(shown.max()) + self.reorder_depth, len(order) - 1))
+
+    @cached_property
+    def _by_time(self) -> tuple[np.ndarray, np.ndarray]:
+        """(decode-order index of each sample in presentation order, int64 [N]; their times, float64 [N] s)."""
+        order = np.argsort(self.pts, kind="stable")
+        return order, self.pts_s[order]
+
+    @cached_property
+    def half_frame_s(self) -> float:
+        """Half the median spacing of presentation times, in seconds (0.5 for a single frame)."""
+        return 0.5 * float(np.median(np.diff(np.sort(self.pts)))) / self.timescale if len(self.pts) > 1 else 0.5
+
+    @cached_property
+    def dropped(self) -> int:
+        """Samples shown before 0 s (FFmpeg's mov demuxer drops those an edit list starts after)."""
+        return int((self.pts < 0).sum())
+
+    @cached_property
+    def _keyframe_at_or_before(self) -> np.ndarray:
+        """int64 [N]: the last keyframe at or before each sample (0 where none is)."""
+        return np.maximum.accumulate(np.where(self.keyframes, np.arange(len(self.keyframes)), 0))
 
     @cached_property
     def keyframe_interval(self) -> int:
@@ -113,31 +155,51 @@ class SampleIndex:
         """How many samples past a frame a decoder may read before it outputs it: the largest gap between a
         sample's decode position and its presentation rank (0 without B-frames)."""
         rank = np.empty(len(self.pts), dtype=np.int64)
-        rank[np.argsort(self.pts, kind="stable")] = np.arange(len(self.pts))
+        rank[self._by_time[0]] = np.arange(len(self.pts))
         return int(max(0, (np.arange(len(self.pts)) - rank).max(), (rank - np.arange(len(self.pts))).max()))
 
-    def byte_ranges(self, first: int, last: int) -> list[tuple[int, int]]:
-        """The bytes of samples `first..last` (decode order, inclusive) and the `READ_AHEAD_BYTES` after the
-        last one (within the file), as merged `[start, end)` ranges."""
-        starts, ends = self.offsets[first:last + 1], self.offsets[first:last + 1] + self.sizes[first:last + 1]
-        tail = int(ends.max())
-        return merge_ranges([*zip(starts.tolist(), ends.tolist(), strict=True),
-                             (tail, min(self.size, tail + READ_AHEAD_BYTES))])
+    def byte_ranges(self, first, last, read_ahead: bool = True) -> list[tuple[int, int]]:
+        """The bytes of the samples `first[i]..last[i]` (decode order, inclusive; ints or int arrays [S]) and, with
+        `read_ahead`, the `READ_AHEAD_BYTES` after each run's last sample (within the file), as merged
+        `[start, end)` ranges."""
+        first, last = np.atleast_1d(first).astype(np.int64), np.atleast_1d(last).astype(np.int64)
+        covered = np.zeros(len(self.offsets) + 1, dtype=np.int64)
+        np.add.at(covered, first, 1)
+        np.add.at(covered, last + 1, -1)
+        held = np.cumsum(covered[:-1]) > 0
+        starts = self.offsets[held]
+        ranges = [np.stack([starts, starts + self.sizes[held]], axis=1)]
+        if read_ahead:
+            tail = self._end_so_far[last]
+            ranges.append(np.stack([tail, np.minimum(self.size, tail + READ_AHEAD_BYTES)], axis=1))
+        return merge_ranges(np.concatenate(ranges))
 
-    def bytes_of(self, first: int, last: int) -> int:
-        """Bytes of samples `first..last` (inclusive)."""
-        return int(self.sizes[first:last + 1].sum())
+    @cached_property
+    def _end_so_far(self) -> np.ndarray:
+        """int64 [N]: the furthest byte any sample up to each one (decode order) ends at."""
+        return np.maximum.accumulate(self.offsets + self.sizes)
+
+    def bytes_of(self, first, last):
+        """Bytes of samples `first..last` (inclusive; ints or int arrays)."""
+        return self._bytes_before[np.asarray(last) + 1] - self._bytes_before[np.asarray(first)]
+
+    @cached_property
+    def _bytes_before(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.sizes)])
 
 
 def merge_ranges(ranges, gap: int = 0) -> list[tuple[int, int]]:
-    """`[start, end)` ranges sorted and merged where they overlap or are at most `gap` bytes apart."""
-    out: list[list[int]] = []
-    for start, end in sorted((int(a), int(b)) for a, b in ranges if b > a):
-        if out and start <= out[-1][1] + gap:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
+    """`[start, end)` ranges (pairs, or an int array [R, 2]) sorted and merged where they overlap or are at most
+    `gap` bytes apart; empty ones dropped."""
+    spans = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    spans = spans[spans[:, 1] > spans[:, 0]]
+    if not len(spans):
+        return []
+    spans = spans[np.argsort(spans[:, 0], kind="stable")]
+    ends = np.maximum.accumulate(spans[:, 1])
+    opens = np.concatenate([[True], spans[1:, 0] > ends[:-1] + gap])
+    closes = np.concatenate([opens[1:], [True]])
+    return list(zip(spans[opens, 0].tolist(), ends[closes].tolist(), strict=True))
 
 
 # ---------------------------------------------------------------------------------------------- reading

@@ -72,7 +72,8 @@ class FaultProxy:
         endpoint_url: `http://127.0.0.1:PORT`, what the client uses instead of `target`.
         injected: faults injected so far by kind ("429", "503", "reset", "truncate"); `requests`: requests seen;
             `connections`: client connections accepted (a client and server keeping connections alive make few);
-            `request_lines`: the request lines (`GET /path?query HTTP/1.1`) of the last `REQUEST_LINES_KEPT` requests.
+            `request_lines`: the request lines (`GET /path?query HTTP/1.1`) of the last `REQUEST_LINES_KEPT` requests;
+            `bytes_served`: bytes sent from the server to clients (headers included).
     """
 
     def __init__(self, target: str, latency_s: float = 0.0, bandwidth_bps: float | None = None,
@@ -82,7 +83,7 @@ class FaultProxy:
         self.latency_s, self.bandwidth_bps, self.faults = latency_s, bandwidth_bps, faults or Faults()
         self.injected: Counter = Counter()
         self._failed: Counter = Counter()  # faults injected per distinct request
-        self.requests = self.connections = 0
+        self.requests = self.connections = self.bytes_served = 0
         self.request_lines: deque[str] = deque(maxlen=REQUEST_LINES_KEPT)
         self._lock = threading.Lock()
         self._next_free = 0.0
@@ -189,6 +190,8 @@ class FaultProxy:
                 self._pace(len(data))
                 conn.client.sendall(data)
                 conn.sent += len(data)
+                with self._lock:
+                    self.bytes_served += len(data)
         except OSError:
             pass
         finally:

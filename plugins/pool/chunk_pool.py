@@ -102,6 +102,7 @@ class ChunkPool:
 
     Attributes:
         admitted: episodes admitted so far.
+        row_sets: `rows` as given (read, never written: `dl.plugins.pool.first_draws` shares it with its copy).
         on_admit: called with the episode (position) whenever one is admitted from now on (None: nothing);
             the episodes admitted before it was set are `open_episodes()`.
         chunk: the chunk of the last emission (None before the first).
@@ -117,7 +118,7 @@ class ChunkPool:
         self.rng, self.chunk_frames, self.open_chunks = rng, chunk_frames, open_chunks
         self._waiting = rng.permutation(len(episodes))  # admission order (from the end): uniform without replacement
         self._unadmitted = len(episodes)
-        self._episodes, self._lengths, self._row_sets = np.asarray(episodes), np.asarray(lengths), rows
+        self._episodes, self._lengths, self.row_sets = np.asarray(episodes), np.asarray(lengths), rows
         self._open: list[_Open] = [self._admit() for _ in range(min(pool_size, len(episodes)))]
         self._active: list[_Open] = []  # the open episodes with an open chunk, in activation order
         self._activate()
@@ -125,7 +126,7 @@ class ChunkPool:
     def _admit(self) -> _Open:
         self._unadmitted -= 1
         e = int(self._waiting[self._unadmitted])
-        rows = np.arange(int(self._lengths[e])) if self._row_sets is None else np.sort(self._row_sets[e])
+        rows = np.arange(int(self._lengths[e])) if self.row_sets is None else np.sort(self.row_sets[e])
         cuts = np.flatnonzero(np.diff(rows // self.chunk_frames)) + 1
         chunks = [(int(part[0] // self.chunk_frames), part) for part in np.split(rows, cuts) if len(part)]
         order = self.rng.permutation(len(chunks))

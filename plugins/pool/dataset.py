@@ -20,7 +20,7 @@ from dl.dataloader.shared_counters import SharedCounters
 from dl.dataloader.shuffle import ideal_distinct_fraction
 from dl.dataloader.world import World, current_world, resolve_ranks
 from dl.format.checks import check_rows, report_nonfinite
-from dl.format.frame_times import half_spacing, load_selection
+from dl.format.frame_times import load_selection
 from dl.format.lerobot_names import LeRobotNames
 from dl.format.metadata import DatasetMeta, EpisodeMeta
 from dl.format.samples import SampleBuilder
@@ -328,7 +328,7 @@ class PoolDataset(torch.utils.data.IterableDataset, LeRobotNames):
 
     def _admit(self, pool: EpisodePool | ChunkPool, ahead: ReadAhead | None, e: int) -> None:
         """Tell a source that prefetches (`dl.contracts.source.Prefetches`) that episode `e` (position) is open, with
-        the order its chunks will be decoded in (their frames' times, `FileSpan.reads`), ranked by their first draw
+        the order its chunks will be decoded in (their frames, `FileSpan.reads`), ranked by their first draw
         among all chunks, so it fetches every open episode's open chunk first, then the others as they will be
         read."""
         if ahead is None:
@@ -340,17 +340,17 @@ class PoolDataset(torch.utils.data.IterableDataset, LeRobotNames):
         self.meta.source.admit(ep.index, self._with_reads(ep, order))
 
     def _with_reads(self, ep: EpisodeMeta, order: list[tuple[int, int, int]]) -> list[FileSpan]:
-        """`ep`'s file spans, its video spans' reads `(first row, last row, rank)` as file times (frame_times)."""
+        """`ep`'s file spans, its video spans' reads `(first row, last row, rank)` as the file's frames
+        (`FileSpan.reads`): the span's first frame plus the row, within the span."""
         frames = {video.path: camera_span(self.meta, ep, key) for key, video in ep.videos.items()} if order else {}
         out = []
         for span in self.meta.file_spans(ep):
             found = frames.get(span.path)
             if found is not None:
-                times, start, _ = found
-                last_frame, period = len(times) - 1, 2 * half_spacing(times)
-                span = replace(span, reads=tuple((float(times[min(start + first, last_frame)]),
-                                                  float(times[min(start + last, last_frame)]) + period, rank)
-                                                 for first, last, rank in order))
+                _, start, end = found
+                last = max(end - 1, start)
+                span = replace(span, reads=tuple((min(start + first, last), min(start + final, last), rank)
+                                                 for first, final, rank in order))
             out.append(span)
         return out
 

@@ -29,6 +29,7 @@ class EpisodePool:
 
     Attributes:
         admitted: episodes admitted so far.
+        row_sets: `rows` as given (read, never written: `dl.plugins.pool.first_draws` shares it with its copy).
         on_admit: called with the episode (position) whenever one is admitted from now on (None: nothing);
             the episodes admitted before it was set are `open_episodes()`.
     """
@@ -41,7 +42,7 @@ class EpisodePool:
         self.rng = rng
         self._waiting = rng.permutation(len(episodes))  # admission order (from the end): uniform without replacement
         self._unadmitted = len(episodes)
-        self._episodes, self._lengths, self._row_sets = np.asarray(episodes), np.asarray(lengths), rows
+        self._episodes, self._lengths, self.row_sets = np.asarray(episodes), np.asarray(lengths), rows
         self._slots: list[int] = []  # index into episodes
         self._rows: list[np.ndarray] = []  # each slot's rows in emission order (a permutation)
         self._left = np.zeros(pool_size, dtype=np.int64)  # frames left per slot
@@ -52,7 +53,7 @@ class EpisodePool:
     def _admit(self, slot: int) -> None:
         self._unadmitted -= 1
         e = int(self._waiting[self._unadmitted])
-        rows = self.rng.permutation(int(self._lengths[e]) if self._row_sets is None else self._row_sets[e])
+        rows = self.rng.permutation(int(self._lengths[e]) if self.row_sets is None else self.row_sets[e])
         if slot == len(self._slots):
             self._slots.append(e)
             self._rows.append(rows)

@@ -65,7 +65,7 @@ def read_ahead(pool: EpisodePool | ChunkPool) -> ReadAhead:
     waiting = set(pool.open_episodes())
     first: dict[int, int] = {}
     chunks: dict[tuple[int, int], int] = {}
-    rows = pool._row_sets  # an elastic segment's rows (`segments.RowsLeft`, over the epoch's mask): read, never written
+    rows = pool.row_sets  # an elastic segment's rows (`segments.RowsLeft`, over the epoch's mask): shared, not copied
     ahead = copy.deepcopy(pool, {id(rows): rows})
     horizon = max(AHEAD_DRAWS, DRAWS_PER_EPISODE * len(waiting))
     chunked = isinstance(ahead, ChunkPool)

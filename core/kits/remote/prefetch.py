@@ -1,10 +1,11 @@
 """Which blocks an admitted episode needs and in which order (`block_runs`), and the threads of one process that
 download them (`Prefetcher`). A loader admits many episodes at once, so each block gets a depth and the threads take
 the shallowest first, ties in admission order: where the loader says in which order it reads a video span
-(`FileSpan.reads`, placed in its bytes by `dl.kits.remote.span_reads`), a block's depth is the lowest rank of a read
-in it (blocks no read falls in last); else depths grow along a range (its first block at 0, the next 2 at 1, the next
-4 at 2...), so the first block of every range comes before the second of any. Adjacent blocks of one file at one
-depth go in one download of at most `RUN_BLOCKS` blocks (each request costs a round trip and a server's work).
+(`FileSpan.reads`, as the exact bytes of their frames: `dl.kits.remote.plans.FilePlans.ranked`), a block's depth is
+the lowest rank of a read in it (blocks no read falls in last); else depths grow along a range (its first block at 0,
+the next 2 at 1, the next 4 at 2...), so the first block of every range comes before the second of any. Adjacent
+blocks of one file at one depth go in one download of at most `RUN_BLOCKS` blocks (each request costs a round trip
+and a server's work).
 """
 
 import heapq
@@ -15,7 +16,6 @@ from contextlib import suppress
 from typing import NamedTuple
 
 from ..mp4_index import merge_ranges
-from .span_reads import Ranked
 
 RUN_BLOCKS = 8
 """The most blocks one download carries (1 MiB of `dl.kits.remote.host_cache.BLOCK_BYTES`)."""
@@ -27,6 +27,15 @@ class Piece(NamedTuple):
     rel: str
     start: int
     end: int
+
+
+class Ranked(NamedTuple):
+    """Bytes `[start, end)` of the file `rel` that a reader reads at `rank` (0: first, then 1, ...)."""
+
+    rel: str
+    start: int
+    end: int
+    rank: int
 
 
 class Run(NamedTuple):

@@ -1,8 +1,8 @@
-"""`RemoteSource`: a `dl.kits.remote.store.RemoteStore` (every request retried, counted and checked) that reads
-episodes as byte ranges through this host's block cache; the `hub` and `bucket` plugins build one. One byte's way,
-in the order of this module (docs/plugins.md draws it): `prepare` (the host: each file's index, each episode's byte
-ranges: `dl.kits.remote.plans`), `admit` (the reading process: block downloads, first reads first, queued on its
-download threads: `dl.kits.remote.prefetch`), `_fetch_blocks` (a download thread: each block's lock in the host's
+"""`RemoteSource`: a `dl.kits.remote.store.RemoteStore` (every request retried, counted and checked) that reads episodes
+as byte ranges through this host's block cache; the `hub` and `bucket` plugins build one. One byte's way, in the
+order of this module (docs/plugins.md draws it): `prepare` (the host: each file's index: `dl.kits.remote.plans`),
+`admit` (the reading process: its spans' byte ranges from the index, block downloads, first reads first, queued on
+its download threads: `dl.kits.remote.prefetch`), `_fetch_blocks` (a download thread: each block's lock in the host's
 cache folder, `dl.kits.remote.host_cache`, then one ranged request for the blocks no one has), `block_path` (the
 decoder's reads, through `dl.kits.remote.views.CachedView`). Index bytes are checked when a download holds them
 whole: a file changed since it was indexed fails naming it. Without prefetch every read is a ranged request.
@@ -25,7 +25,7 @@ from ..video_indexes import indexes_of
 from .file_plan import digest
 from .host_cache import BLOCK_BYTES, HostCache, host_folder
 from .plans import FilePlans
-from .prefetch import Piece, Prefetcher, block_runs
+from .prefetch import Prefetcher, block_runs
 from .retry import RemoteReadError, RetryPolicy
 from .store import RemoteStore
 from .views import CachedView
@@ -56,7 +56,7 @@ class RemoteSource(RemoteStore):
                  meta: "tuple[fsspec.AbstractFileSystem, str] | None" = None, pinned: dict | None = None):
         self.options = options or RemoteOptions()
         super().__init__(fs, root, name, meta=meta, retry=self.options.retry, pinned=pinned)
-        self.plans = FilePlans()  # indexed files and the byte ranges of their spans
+        self.plans = FilePlans()  # indexed files
         self.cache_folder = host_folder(self.options.cache_dir)
         self._local = ProcessLocal(partial(_Local, self.cache_folder, self.options.cache_bytes,
                                            self.options.prefetch_threads))
@@ -96,8 +96,8 @@ class RemoteSource(RemoteStore):
         return CachedView(self, rel, self._size(rel))
 
     def prepare(self, files: list[FileSpan]) -> int:
-        """Index the files of `files` not indexed yet and turn each span into byte ranges
-        (`dl.kits.remote.plans.FilePlans.prepare`); returns the bytes the spans need from the store. With prefetch
+        """Index the files of `files` not indexed yet (`dl.kits.remote.plans.FilePlans.prepare`); returns the bytes
+        the spans need from the store. With prefetch
         the indexes are read through the cache, where readers find them, but for each file's checked index bytes
         (`moov`, parquet footer), which a reader fetches again and checks. Raises as reads."""
         t0 = time.perf_counter()
@@ -122,13 +122,11 @@ class RemoteSource(RemoteStore):
     def admit(self, key: object, files: list[FileSpan], wait: bool = False) -> None:
         """Count what `key` needs and, with prefetch, queue the downloads of its blocks (`wait`: fetch them all in
         this thread instead, before returning, raising as reads)."""
-        pieces, reads = [], []
-        ordered = any(span.reads for span in files)
-        for span in files:
-            wanted, needed = self.plans.pieces(span, self._size)
-            pieces += [Piece(*p) for p in wanted]
-            reads += self.plans.ranked(span, wanted) if ordered else []
-            self.counters.add("bytes_needed", needed)
+        videos = indexes_of(self)
+        pieces, needed = self.plans.pieces(files, self._size, videos, self.url)
+        self.counters.add("bytes_needed", needed)
+        reads = ([r for span in files for r in self.plans.ranked(span, self._size, videos)]
+                 if any(span.reads for span in files) else [])
         if not self.options.prefetch:
             return
         here = self._here()
@@ -151,7 +149,7 @@ class RemoteSource(RemoteStore):
                 here.cache.remove(self._name(run.rel), block)
 
     def state(self) -> dict:
-        """Listing facts and sizes, file plans and span ranges, and the seconds spent on metadata (JSON-ready)."""
+        """Listing facts and sizes, file plans, and the seconds spent on metadata (JSON-ready)."""
         return {"facts": self._facts, "sizes": self._sizes, **self.plans.state(), "metadata_s": self.metadata_s}
 
     def restore(self, state: dict) -> None:
