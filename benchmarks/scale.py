@@ -39,6 +39,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 LOADERS = ("lerobot", "lerobot-0.6", "dl-map", "dl-pool")
 MIX_LOADER = "dl-mix"
+SELECTIONS = ("every100", "first1pct")
+"""`--selections`: 1% of the episodes, every 100th (every file touched) or the first 1% (one file in 100)."""
 """The child mode's name for a mixture: its root is a JSON file of `scale_mixture`'s members."""
 BATCH_SIZE, NUM_WORKERS = 16, 2
 TARGETS = {"local": (30.0, 3000), "remote": (60.0, None), "mix": (20.0, 3000)}
@@ -74,7 +76,10 @@ def child(loader: str, root: str, source: str, source_options: str | None) -> No
         import dl
 
         options = json.loads(source_options) if source_options else None
-        dataset = dl.make_dataset(root, loader=loader.removeprefix("dl-"), source=source, source_options=options)
+        loader, _, selection = loader.partition("@")
+        config = {"episodes": selected(root, selection)} if selection else {}
+        dataset = dl.make_dataset(root, loader=loader.removeprefix("dl-"), source=source, source_options=options,
+                                  **config)
         t1 = time.perf_counter()
         batches = dl.make_dataloader(dataset, batch_size=BATCH_SIZE, num_workers=NUM_WORKERS)
         episodes = len(dataset.meta.episodes)
@@ -87,6 +92,14 @@ def child(loader: str, root: str, source: str, source_options: str | None) -> No
                       "first_batch_s": round(t3 - t2, 3), "episodes": int(episodes)}), flush=True)
     sys.stdin.readline()
     os._exit(0)  # leave without tearing down workers one by one: the measurement is over
+
+
+def selected(root: str, selection: str) -> list[int]:
+    """The episodes a `--selections` entry names: `every100` (1%, every file touched), `first1pct` (the first 1%)."""
+    total = json.loads((Path(root) / "meta" / "info.json").read_text())["total_episodes"]
+    if selection not in SELECTIONS:
+        raise SystemExit(f"unknown selection {selection!r}: one of {', '.join(SELECTIONS)}")
+    return list(range(0, total, 100)) if selection == "every100" else list(range(total // 100))
 
 
 # ------------------------------------------------------------------------------------------ parent
@@ -165,6 +178,9 @@ def run_size(args, size: int, env: dict, rows: list[dict]) -> None:
     pythons = {"lerobot": args.anchor_python, "lerobot-0.6": args.lerobot06_python, "dl-map": sys.executable,
                "dl-pool": sys.executable}
     loaders = [name for name in args.loaders.split(",") if pythons.get(name)]
+    loaders += [f"{name}@{how}" for how in args.selections.split(",") if how for name in loaders
+                if name.startswith("dl-")]
+    pythons.update({name: sys.executable for name in loaders if "@" in name})
     caps = {name: args.lerobot_cap_s if name.startswith("lerobot") else None for name in loaders}
     cold = {name: measure(pythons[name], name, str(root), env, cap_s=caps[name]) for name in loaders}
     warm: dict[str, list[dict]] = {name: [] for name in loaders}
@@ -223,8 +239,8 @@ def _remote_rows(args, source: str, root: Path, size: int, env: dict) -> list[di
         for name in ("dl-map", "dl-pool"):
             cold = run(name)
             runs = [run(name) for _ in range(args.repeats)]
-            out.append({**_row(size, f"{name} ({source})", runs, cold), **requests,
-                        "fetched_mb": statistics.median(r["fetched_mb"] for r in runs)})
+            out.append({**_row(size, f"{name} ({source})", runs or [cold], cold), **requests,
+                        "fetched_mb": statistics.median(r["fetched_mb"] for r in runs or [cold])})
     return out
 
 
@@ -247,6 +263,8 @@ def _verdict(row: dict) -> str:
     remote = row["loader"].endswith(("(bucket)", "(hub)"))
     kind = ("mix" if row["loader"].startswith(MIX_LOADER) else "remote" if remote
             else "local" if row["loader"].startswith("dl-") and row["episodes"] >= 1_000_000 else None)
+    if "@" in row["loader"]:
+        return "-"
     if kind is None or (kind == "remote" and row["episodes"] < 1_000_000):
         return "-"
     start, rss = TARGETS[kind]
@@ -269,7 +287,15 @@ def report(rows: list[dict]) -> str:
         lines.append(f"| {r['episodes']:,} | {r['loader']} | {r['start_s']:.2f} | {r['build_s']:.2f} | "
                      f"{r['first_batch_s']:.2f} | {r['peak_rss_mb']} | {r['pss_mb']} | {r.get('cold_build_s', '-')} | "
                      f"{_metadata(r)} | {r.get('fetched_mb', '-')} | {_verdict(r)} |")
-    sized = [r for r in rows if "start_s" in r and not r["loader"].startswith(MIX_LOADER)]  # one dataset each
+    full = {(r["episodes"], r["loader"]): r for r in rows if "build_s" in r}
+    parts = [(r, full.get((r["episodes"], r["loader"].partition("@")[0]))) for r in rows if "@" in r["loader"]]
+    if parts:
+        lines += ["", "| episodes | loader | selection | build s | the whole dataset's build s | share |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['episodes']:,} | {r['loader'].partition('@')[0]} | {r['loader'].partition('@')[2]} | "
+                  f"{r['build_s']:.2f} | {whole['build_s']:.2f} | {r['build_s'] / whole['build_s']:.1%} |"
+                  for r, whole in parts if whole and "build_s" in r]
+    sized = [r for r in rows if "start_s" in r and not r["loader"].startswith(MIX_LOADER) and "@" not in r["loader"]]
     if len({r["episodes"] for r in sized}) > 1:
         lines += ["", "| loader | start s per 10k episodes | peak RSS MB per 10k episodes |", "|---|---|---|"]
         for name in dict.fromkeys(r["loader"] for r in sized):
@@ -284,7 +310,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode")
     one = sub.add_parser("child", help="one measured run (used by the parent)")
-    one.add_argument("loader", choices=(*LOADERS, MIX_LOADER))
+    one.add_argument("loader", help=f"one of {', '.join((*LOADERS, MIX_LOADER))}, dl's with @SELECTION")
     one.add_argument("root")
     one.add_argument("--source", default="local")
     one.add_argument("--source-options")
@@ -306,6 +332,8 @@ def main() -> int:
                         help="member i of --mix has step x (i + 1) episodes [100]")
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "dl-scale"),
                         help="the measured runs' dl cache and HF home (the datasets are in dl's cache folder)")
+    parser.add_argument("--selections", default="",
+                        help=f"also dl's loaders on 1%% of the episodes, locally (of {', '.join(SELECTIONS)})")
     parser.add_argument("--bucket", action="store_true", help="also through the bucket source (loopback S3)")
     parser.add_argument("--hub", action="store_true", help="also through the hub source (dl.testing's loopback Hub)")
     parser.add_argument("--out", default="scale.json")

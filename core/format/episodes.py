@@ -98,6 +98,19 @@ class EpisodeColumns:
                            self.data_paths[self.data_file[position]], videos,
                            self.task_sets[self.task_set[position]])
 
+    def episodes(self, positions: np.ndarray) -> list[EpisodeMeta]:
+        """The episodes at `positions` (int [S]) as `EpisodeMeta` views, each column read once for all of them (what
+        `episode` gives one at a time)."""
+        at = np.asarray(positions, dtype=np.int64)
+        spans = [[VideoSpan(self.video_paths[key][f], a, b) for f, a, b in
+                  zip(self.video_file[key][at].tolist(), self.from_timestamp[key][at].tolist(),
+                      self.to_timestamp[key][at].tolist(), strict=True)] for key in self.video_keys]
+        columns = (self.index[at].tolist(), self.length[at].tolist(), self.dataset_from_index[at].tolist(),
+                   self.dataset_to_index[at].tolist(), self.data_file[at].tolist(), self.task_set[at].tolist())
+        return [EpisodeMeta(index, length, lo, hi, self.data_paths[data],
+                            dict(zip(self.video_keys, videos, strict=True)), self.task_sets[tasks])
+                for index, length, lo, hi, data, tasks, *videos in zip(*columns, *spans, strict=True)]
+
     def positions(self, indices) -> tuple[np.ndarray, np.ndarray]:
         """(positions of the given episode indices that exist, the indices that do not), both int64."""
         wanted = np.asarray(indices, dtype=np.int64).reshape(-1)
@@ -331,6 +344,10 @@ def episodes_in_file(episodes, key: str, path: str):
     return [ep for ep in episodes if ep.videos[key].path == path]
 
 
+ITER_EPISODES = 4096
+"""Episodes an `EpisodeSelection` builds at a time while iterated (`EpisodeColumns.episodes`)."""
+
+
 class EpisodeSelection(Sequence):
     """Some episodes of a dataset, in the order given (the loaders' selection: ascending), as a read-only
     sequence of `EpisodeMeta` views built on demand, with their fields as arrays for vectorized code.
@@ -352,7 +369,8 @@ class EpisodeSelection(Sequence):
         return self.columns.episode(int(self.positions[item]))
 
     def __iter__(self) -> Iterator[EpisodeMeta]:
-        return (self.columns.episode(p) for p in self.positions.tolist())
+        for start in range(0, len(self.positions), ITER_EPISODES):
+            yield from self.columns.episodes(self.positions[start:start + ITER_EPISODES])
 
     def __repr__(self) -> str:
         return f"<{len(self)} selected episodes>"

@@ -48,23 +48,39 @@ def read_episode_tables(meta: DatasetMeta, episodes: list[EpisodeMeta], columns:
             holding the episode's global index range are not `length` contiguous rows of that episode
             (`dl.format.locate.rows_of`).
     """
+    return {index: table.slice(start, end - start) for index, (table, start, end) in
+            _located(meta, episodes, columns).items()}
+
+
+def read_run(meta: DatasetMeta, episodes: list[EpisodeMeta], columns: list[str]) -> pa.Table:
+    """The rows of `episodes` (of one data file, as `read_episode_tables` reads them) as one table, in the order
+    given: one slice of what was read where each episode's rows follow the previous one's (as LeRobot writes them),
+    else the episodes' slices concatenated. Raises as `read_episode_tables`."""
+    parts = list(_located(meta, episodes, columns).values())
+    table, first, _ = parts[0]
+    if all(t is table and start == end for (t, start, _), (_, _, end) in zip(parts[1:], parts, strict=False)):
+        return table.slice(first, parts[-1][2] - first)
+    return pa.concat_tables([t.slice(start, end - start) for t, start, end in parts])
+
+
+def _located(meta: DatasetMeta, episodes: list[EpisodeMeta], columns: list[str]) -> dict[int, tuple]:
+    """`{episode index: (table read, first row, end row)}` in the order given (`read_episode_tables`)."""
     paths = {ep.data_path for ep in episodes}
     if len(paths) != 1:
         raise ValueError(f"read_episode_tables needs episodes of one file, got {sorted(paths)}")
     named = paths.pop()
-    out: dict[int, pa.Table] = {}
+    out: dict[int, tuple] = {}
     elsewhere: dict[str, list[EpisodeMeta]] = {}
-    here = _read_file(meta, named, episodes, columns, elsewhere)
-    out.update(here)
+    out.update(_read_file(meta, named, episodes, columns, elsewhere))
     for path, moved in elsewhere.items():
         out.update(_read_file(meta, path, moved, columns, None))
     return {ep.index: out[ep.index] for ep in episodes}
 
 
 def _read_file(meta: DatasetMeta, path: str, episodes: list[EpisodeMeta], columns: list[str],
-               elsewhere: dict[str, list[EpisodeMeta]] | None) -> dict[int, pa.Table]:
-    """The episodes of `episodes` that `path` holds; the others are put in `elsewhere` by the file that holds them
-    (None: every episode must be here)."""
+               elsewhere: dict[str, list[EpisodeMeta]] | None) -> dict[int, tuple]:
+    """`{episode index: (table, first row, end row)}` of the episodes of `episodes` that `path` holds; the others are
+    put in `elsewhere` by the file that holds them (None: every episode must be here)."""
     where = f"{meta.source.url}/{path}"
     try:
         with meta.source.open(path) as f:
@@ -96,7 +112,7 @@ def _read_file(meta: DatasetMeta, path: str, episodes: list[EpisodeMeta], column
             raise
         raise DatasetFormatError(f"{where} is not a readable parquet file ({exc}); it may be truncated or "
                                  "corrupt. Re-download it, or leave out the episodes it holds.") from None
-    return {ep.index: table.slice(spans[ep.index][0], ep.length) for ep in mine}
+    return {ep.index: (table, spans[ep.index][0], spans[ep.index][0] + ep.length) for ep in mine}
 
 
 def _read_rows(pf: pq.ParquetFile, groups: list[int], columns: list[str], end: int,

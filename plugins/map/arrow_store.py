@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from dl.format.columns import ArrowColumn
 from dl.format.metadata import DatasetMeta
-from dl.format.tabular import EpisodeArrays, episode_arrays, read_episode_tables, table_to_arrays
+from dl.format.tabular import EpisodeArrays, episode_arrays, read_run, table_to_arrays
 from dl.kits import lru_folder
 from dl.kits.paths import cache_dir
 
@@ -54,7 +54,7 @@ class ArrowEpisodeStore:
         and re-verified. Afterwards the cache folder is trimmed to `limit_bytes`, least recently used first.
 
         Raises:
-            DatasetFormatError: the rows disagree with meta/episodes (`dl.format.tabular.read_episode_tables`).
+            DatasetFormatError: the rows disagree with meta/episodes (`dl.format.tabular.read_run`).
         """
         cols, at = meta.columns, episodes.positions
         files = sorted({cols.data_paths[i] for i in np.unique(cols.data_file[at]).tolist()})
@@ -174,11 +174,9 @@ def _write(meta: DatasetMeta, episodes, keys: list[str], path: str) -> None:
     writer = None
     try:
         for run in runs:
-            group = [episodes[int(i)] for i in run]
-            tables = read_episode_tables(meta, group, keys)
+            group = list(episodes[int(run[0]):int(run[-1]) + 1])
             where = f"{meta.source.url}/{group[0].data_path} (episodes {group[0].index}-{group[-1].index})"
-            batch = _dense_batch(episode_arrays(pa.concat_tables([tables[ep.index] for ep in group]), meta.features,
-                                                where))
+            batch = _dense_batch(episode_arrays(read_run(meta, group, keys), meta.features, where))
             writer = writer or pa.ipc.new_file(tmp, batch.schema)
             writer.write_batch(batch)
         if writer is None:
