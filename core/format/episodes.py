@@ -90,17 +90,10 @@ class EpisodeColumns:
     # ------------------------------------------------------------------------------------ lookups
     def episode(self, position: int) -> EpisodeMeta:
         """The episode at `position` (0..E-1, not its index) as an `EpisodeMeta` view."""
-        videos = {key: VideoSpan(self.video_paths[key][self.video_file[key][position]],
-                                 float(self.from_timestamp[key][position]), float(self.to_timestamp[key][position]))
-                  for key in self.video_keys}
-        return EpisodeMeta(int(self.index[position]), int(self.length[position]),
-                           int(self.dataset_from_index[position]), int(self.dataset_to_index[position]),
-                           self.data_paths[self.data_file[position]], videos,
-                           self.task_sets[self.task_set[position]])
+        return self.episodes(np.array([position]))[0]
 
     def episodes(self, positions: np.ndarray) -> list[EpisodeMeta]:
-        """The episodes at `positions` (int [S]) as `EpisodeMeta` views, each column read once for all of them (what
-        `episode` gives one at a time)."""
+        """The episodes at `positions` (int [S]) as `EpisodeMeta` views, each column read once for all of them."""
         at = np.asarray(positions, dtype=np.int64)
         spans = [[VideoSpan(self.video_paths[key][f], a, b) for f, a, b in
                   zip(self.video_file[key][at].tolist(), self.from_timestamp[key][at].tolist(),

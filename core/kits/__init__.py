@@ -5,8 +5,9 @@
   file), `prefetch` (which blocks, in which order, and the download threads), `host_cache` (one folder of blocks
   per host), `views` (the file-like views decoders and pyarrow read through).
 - `mp4_index`: the sample index of an MP4 video track from its `moov` box (offsets, sizes, presentation
-  times, keyframes), for any source that reads byte ranges of videos; `video_indexes`: each video file's index,
-  parsed once (the one caller of the parser) and carried with its source to workers and ranks.
+  times, keyframes), for any source that reads byte ranges of videos, its tables parsed by `mp4_boxes`;
+  `video_indexes`: each video file's index, parsed once (the one caller of the parser) and carried with its
+  source to workers and ranks.
 - `video`: `torchcodec_video` (torchcodec as dl's decoders use it) and `decoder_cache` (the LRU of open
   decoders).
 - `paths`: where dl keeps what it writes for reuse; `lru_folder`: a folder of derived files shared by

@@ -97,9 +97,9 @@ class RemoteSource(RemoteStore):
 
     def prepare(self, files: list[FileSpan]) -> int:
         """Index the files of `files` not indexed yet (`dl.kits.remote.plans.FilePlans.prepare`); returns the bytes
-        the spans need from the store. With prefetch
-        the indexes are read through the cache, where readers find them, but for each file's checked index bytes
-        (`moov`, parquet footer), which a reader fetches again and checks. Raises as reads."""
+        the spans need from the store. With prefetch the indexes are read through the cache, where readers find
+        them, but for each file's checked index bytes (`moov`, parquet footer), which a reader fetches again and
+        checks. Raises as reads."""
         t0 = time.perf_counter()
         try:
             known = set(self.plans.files)
